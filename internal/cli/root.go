@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the kplug binary.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2 // bad flags or arguments, or an invalid configuration
+)
+
+// IO is where a command reads input and writes results (Out) and logs (Err).
+type IO struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// globals holds what every subcommand shares: the streams and the logger built from -v.
+type globals struct {
+	io        IO
+	verbosity int
+	log       *slog.Logger
+}
+
+// Run executes kplug with args (without the program name) and returns the exit code.
+func Run(ctx context.Context, args []string, streams IO) int {
+	g := &globals{io: streams}
+	return execute(ctx, newRootCommand(g), args, streams)
+}
+
+func execute(ctx context.Context, root *cobra.Command, args []string, streams IO) int {
+	root.SetArgs(args)
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.Err)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(streams.Err, "Error: %v\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		if ue.showHelp {
+			fmt.Fprintf(streams.Err, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func newRootCommand(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kplug",
+		Short: "Pluggable credentials and proxies for Kubernetes",
+		Long: `kplug runs Kubernetes client and node plugins the way upstream does, and better:
+exec credential plugins, client exec proxies, image credential providers and the
+mixed version proxy.
+
+Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
+1 failure, 2 usage error or invalid configuration.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Any positional argument reaching the root is a mistyped subcommand.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return &usageError{err: errors.New(msg), showHelp: true}
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		PersistentPreRun: func(*cobra.Command, []string) {
+			g.log = newLogger(g.io.Err, g.verbosity)
+		},
+	}
+	root.PersistentFlags().IntVarP(&g.verbosity, "v", "v", 0, "log verbosity: 0 shows progress and warnings, 4 and more debug detail")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &usageError{err: err, showHelp: true}
+	})
+	root.SuggestionsMinimumDistance = 2
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.AddCommand(newVersionCommand(g))
+	return root
+}
+
+// newLogger logs text to w. Verbosity n enables messages logged at slog.LevelInfo-n, so
+// -v=4 turns on slog.LevelDebug.
+func newLogger(w io.Writer, verbosity int) *slog.Logger {
+	level := slog.LevelInfo - slog.Level(verbosity)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// usageError makes kplug exit with ExitUsage: bad flags or arguments, or a configuration
+// that fails validation.
+type usageError struct {
+	err      error
+	showHelp bool
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// invalidConfig marks err as an invalid configuration (exit code 2).
+func invalidConfig(err error) error { return &usageError{err: err} }
+
+// usageArgs makes a positional-argument validator's errors usage errors.
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return &usageError{err: err, showHelp: true}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kplug/kplug/internal/version"
+)
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Run(context.Background(), args, IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	want := fmt.Sprintf("kplug: devel\ngo: %s\nplatform: %s/%s\nkubernetes: %s (tested against)\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, version.Kubernetes)
+	code, out, errOut := run(t, "version")
+	if code != ExitOK || out != want || errOut != "" {
+		t.Errorf("kplug version: code %d\nstdout %q\nwant   %q\nstderr %q", code, out, want, errOut)
+	}
+	code, out, _ = run(t, "version", "-o", "json")
+	wantJSON := fmt.Sprintf("{\n  \"kplug\": \"devel\",\n  \"go\": %q,\n  \"platform\": \"%s/%s\",\n  \"kubernetes\": %q\n}\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, version.Kubernetes)
+	if code != ExitOK || out != wantJSON {
+		t.Errorf("kplug version -o json: code %d, stdout %q, want %q", code, out, wantJSON)
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args       []string
+		wantStderr string
+	}{
+		{[]string{"verson"}, "Error: unknown command \"verson\" for \"kplug\"; did you mean version?\nRun 'kplug --help' for usage.\n"},
+		{[]string{"version", "--bogus"}, "Error: unknown flag: --bogus\nRun 'kplug version --help' for usage.\n"},
+		{[]string{"version", "extra"}, "Error: unknown command \"extra\" for \"kplug version\"\nRun 'kplug version --help' for usage.\n"},
+		{[]string{"version", "-o", "yaml"}, "Error: invalid --output \"yaml\": want text or json\nRun 'kplug version --help' for usage.\n"},
+		{[]string{"-v", "lots", "version"}, "Error: invalid argument \"lots\" for \"-v, --v\" flag: strconv.ParseInt: parsing \"lots\": invalid syntax\nRun 'kplug version --help' for usage.\n"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := run(t, tt.args...)
+		if code != ExitUsage || out != "" || errOut != tt.wantStderr {
+			t.Errorf("kplug %s: code %d (want %d)\nstdout %q\nstderr %q\nwant   %q", strings.Join(tt.args, " "), code, ExitUsage, out, errOut, tt.wantStderr)
+		}
+	}
+}
+
+func TestFailureExitsOneAndLogsGoToStderr(t *testing.T) {
+	t.Parallel()
+	g := &globals{}
+	root := newRootCommand(g)
+	root.AddCommand(&cobra.Command{
+		Use: "fail",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			g.log.Info("working")
+			g.log.Debug("details")
+			fmt.Fprintln(cmd.OutOrStdout(), "partial result")
+			return errors.New("execcred: plugin \"x\" exited with code 3")
+		},
+	})
+	for _, tt := range []struct {
+		args      []string
+		wantDebug bool
+	}{{[]string{"fail"}, false}, {[]string{"fail", "-v=4"}, true}, {[]string{"--v", "3", "fail"}, false}} {
+		var out, errOut bytes.Buffer
+		g.io = IO{Out: &out, Err: &errOut}
+		code := execute(context.Background(), root, tt.args, g.io)
+		if code != ExitFailure {
+			t.Errorf("%v: code %d, want %d", tt.args, code, ExitFailure)
+		}
+		if out.String() != "partial result\n" {
+			t.Errorf("%v: stdout %q", tt.args, out.String())
+		}
+		stderr := errOut.String()
+		if !strings.Contains(stderr, "level=INFO msg=working") || strings.Contains(stderr, "msg=details") != tt.wantDebug ||
+			!strings.HasSuffix(stderr, "Error: execcred: plugin \"x\" exited with code 3\n") {
+			t.Errorf("%v: stderr %q", tt.args, stderr)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+//go:build unix
+
+package execplugin
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// helperEnv switches the test binary into a fake plugin; its value names the behaviour.
+const helperEnv = "KPLUG_EXECPLUGIN_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode, os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// helper is a fake plugin. Every mode is a real process: the test binary re-executed.
+func helper(mode string, args []string) int {
+	switch mode {
+	case "print": // print the arguments, one per line
+		for _, a := range args {
+			fmt.Println(a)
+		}
+		return 0
+	case "env": // for each named variable: how often it occurs and its value
+		for _, name := range args {
+			n := 0
+			for _, kv := range os.Environ() {
+				if strings.HasPrefix(kv, name+"=") {
+					n++
+				}
+			}
+			fmt.Printf("%s %d %s\n", name, n, os.Getenv(name))
+		}
+		return 0
+	case "stdin": // describe stdin, then echo it
+		fmt.Printf("null=%v pgrp-same=%v\n", isNull(os.Stdin), samePgrpAsParent())
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+		return 0
+	case "pgrp": // print whether we lead our own process group
+		fmt.Printf("own-group=%v\n", syscall.Getpgrp() == os.Getpid())
+		return 0
+	case "exit": // args: code, stderr text
+		fmt.Print("partial credentials")
+		fmt.Fprint(os.Stderr, args[1])
+		code, _ := strconv.Atoi(args[0])
+		return code
+	case "signal": // die by SIGKILL
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Minute)
+		return 0
+	case "hang": // args: pid file [ignore-term]
+		if len(args) > 1 && args[1] == "ignore-term" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		writePID(args[0])
+		fmt.Fprintln(os.Stderr, "waiting for the browser login...")
+		time.Sleep(time.Hour)
+		return 0
+	case "grandchild": // args: pid file, then "exit" or "hang"; the grandchild keeps our stdout
+		gc := exec.Command(os.Args[0], args[0], "ignore-term")
+		gc.Env = append(os.Environ(), helperEnv+"=hang")
+		gc.Stdout = os.Stdout
+		if err := gc.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 9
+		}
+		fmt.Println(`{"status":{}}`)
+		if args[1] == "hang" {
+			time.Sleep(time.Hour)
+		}
+		return 0
+	case "flood": // write args[0] bytes to stdout, then exit or, with args[1] == "hang", hang
+		n, _ := strconv.Atoi(args[0])
+		buf := make([]byte, 64<<10)
+		for n > 0 {
+			k := min(n, len(buf))
+			if _, err := os.Stdout.Write(buf[:k]); err != nil {
+				return 3
+			}
+			n -= k
+		}
+		if len(args) > 1 && args[1] == "hang" {
+			time.Sleep(time.Hour) // only the cap may end this run
+		}
+		return 0
+	case "stderr": // write args[0] bytes of numbered stderr lines, then fail
+		n, _ := strconv.Atoi(args[0])
+		for i := 0; n > 0; i++ {
+			line := fmt.Sprintf("line %06d\n", i)
+			fmt.Fprint(os.Stderr, line)
+			n -= len(line)
+		}
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+	return 99
+}
+
+func isNull(f *os.File) bool {
+	a, err1 := f.Stat()
+	b, err2 := os.Stat(os.DevNull)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
+}
+
+func samePgrpAsParent() bool {
+	parent, err := syscall.Getpgid(os.Getppid())
+	return err == nil && parent == syscall.Getpgrp()
+}
+
+func writePID(path string) {
+	if err := os.WriteFile(path+".tmp", []byte(strconv.Itoa(os.Getpid())), 0o600); err == nil {
+		_ = os.Rename(path+".tmp", path)
+	}
+}

@@ -1,0 +1,57 @@
+package execplugin
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+var errDot = exec.ErrDot
+
+// resolve turns a configured command into the absolute path to execute. An absolute path is
+// used as it is; a path with a separator in it is taken relative to baseDir (the working
+// directory when baseDir is empty); a bare name is looked up in PATH, never in the current
+// directory.
+func resolve(command, baseDir, hint string) (string, error) {
+	if command == "" {
+		return "", &NotFoundError{Command: command, Err: errors.New("empty command")}
+	}
+	if !strings.ContainsAny(command, pathSeparators()) {
+		p, err := exec.LookPath(command)
+		if err != nil {
+			return "", &NotFoundError{Command: command, InstallHint: hint, Err: err}
+		}
+		return filepath.Abs(p)
+	}
+	p := command
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(baseDir, p)
+	}
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", &NotFoundError{Command: command, Path: command, InstallHint: hint, Err: err}
+	}
+	info, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", &NotFoundError{Command: command, Path: p, InstallHint: hint, Err: err}
+	case err != nil:
+		return "", &NotExecutableError{Command: command, Path: p, Reason: err.Error(), Err: err}
+	case info.IsDir():
+		return "", &NotExecutableError{Command: command, Path: p, Reason: "is a directory"}
+	case runtime.GOOS != "windows" && info.Mode().Perm()&0o111 == 0:
+		return "", &NotExecutableError{Command: command, Path: p, Reason: "permission denied (the file is not marked executable)", Err: fs.ErrPermission}
+	}
+	return p, nil
+}
+
+func pathSeparators() string {
+	if runtime.GOOS == "windows" {
+		return `/\`
+	}
+	return "/"
+}

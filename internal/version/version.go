@@ -1,0 +1,36 @@
+// Package version says which kplug this is and which Kubernetes release it is tested against.
+package version
+
+import (
+	"runtime"
+	"runtime/debug"
+)
+
+// Version is kplug's version, set at build time with
+// -ldflags "-X github.com/kplug/kplug/internal/version.Version=v1.2.3". When unset it falls
+// back to the module version recorded in the binary, or "devel".
+var Version = ""
+
+// Kubernetes is the Kubernetes release the end-to-end tests run against; hack/tools/go.mod
+// pins the same k8s.io/kubernetes version (a unit test keeps the two in step).
+const Kubernetes = "v1.36.3"
+
+// Info is what `kplug version` reports.
+type Info struct {
+	Kplug      string `json:"kplug"`
+	Go         string `json:"go"`
+	Platform   string `json:"platform"`
+	Kubernetes string `json:"kubernetes"`
+}
+
+// Get returns the version information of the running binary.
+func Get() Info {
+	v := Version
+	if v == "" {
+		v = "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return Info{Kplug: v, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Kubernetes: Kubernetes}
+}
