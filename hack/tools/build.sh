@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the pinned development tools (hack/tools/go.mod) into _output/bin. A tool is rebuilt
+# only when its inputs change: go.mod, go.sum, the Go version, its package and its flags.
+set -euo pipefail
+cd "$(dirname "$0")"
+out=$(cd ../.. && pwd)/_output/bin
+mkdir -p "$out"
+
+k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)        # e.g. v1.36.3
+minor=$(echo "$k8s" | cut -d. -f2)
+# Stamp the release into the binaries, as the upstream release build does, so that /version
+# and `kubectl version` report v1.36.3 rather than v0.0.0-master.
+k8s_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	k8s_ldflags+=" -X $pkg.gitVersion=$k8s -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+done
+inputs=$(cat go.mod go.sum; go version)
+
+build() {
+	local name=$1 pkg=$2 ldflags=${3:-}
+	local key
+	key=$(printf '%s\n%s\n%s\n' "$inputs" "$pkg" "$ldflags" | sha256sum | cut -c1-32)
+	if [[ -x "$out/$name" && "$(cat "$out/.$name.key" 2>/dev/null)" == "$key" ]]; then
+		echo "tools: $name is up to date" >&2
+		return
+	fi
+	echo "tools: building $name from $pkg (kube-apiserver takes several minutes on 2 cores)..." >&2
+	local start=$SECONDS
+	go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg"
+	mv "$out/$name.tmp" "$out/$name"
+	echo "$key" >"$out/.$name.key"
+	echo "tools: built $name in $((SECONDS - start))s" >&2
+}
+
+build etcd go.etcd.io/etcd/server/v3
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
+build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
+build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint

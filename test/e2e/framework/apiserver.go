@@ -1,0 +1,169 @@
+package framework
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ServerOptions makes one apiserver differ from the others.
+type ServerOptions struct {
+	// Name is the server's name and, in its own UTS namespace, its hostname, which decides
+	// its identity Lease. Default: apiserver-<index>.
+	Name string
+	// Flags are extra kube-apiserver flags, added last so they override the defaults,
+	// e.g. "--runtime-config=batch/v1=false".
+	Flags []string
+	// FeatureGates become --feature-gates. With UnknownVersionInteroperabilityProxy on, the
+	// peer flags of the mixed version proxy are added too.
+	FeatureGates map[string]bool
+}
+
+// mixedVersionProxyGate is the feature gate of upstream's mixed version proxy (KEP-4020).
+const mixedVersionProxyGate = "UnknownVersionInteroperabilityProxy"
+
+// APIServer is one running kube-apiserver.
+type APIServer struct {
+	Name string
+	Port int
+	URL  string // https://127.0.0.1:<port>
+	proc *process
+}
+
+// Stop shuts the server down (SIGTERM, then SIGKILL after a grace period) and waits for it.
+func (s *APIServer) Stop() { s.proc.stop(15 * time.Second) }
+
+// Running reports whether the server process is still alive.
+func (s *APIServer) Running() bool { return s.proc.running() }
+
+// LogPath is the file holding the server's stdout and stderr.
+func (s *APIServer) LogPath() string { return s.proc.logPath }
+
+func (cp *ControlPlane) startAPIServer(ctx context.Context, o ServerOptions, isolate bool) (*APIServer, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	s := &APIServer{Name: o.Name, Port: ports[0], URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0])}
+	argv := append([]string{filepath.Join(cp.BinDir, "kube-apiserver")}, cp.apiserverFlags(s, o)...)
+	if isolate {
+		// Each apiserver names its identity Lease after its hostname: give each one its own.
+		argv = append([]string{"unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, s.Name}, argv...)
+	}
+	s.proc, err = startProcess(s.Name, filepath.Join(cp.Dir, s.Name+".log"), argv)
+	if err != nil {
+		return nil, err
+	}
+	client, err := cp.adminHTTPClient()
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	defer client.CloseIdleConnections()
+	ready := func(ctx context.Context) error { return checkReadyz(ctx, client, s.URL) }
+	if err := waitReady(ctx, s.proc, 90*time.Second, ready); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (cp *ControlPlane) apiserverFlags(s *APIServer, o ServerOptions) []string {
+	p := cp.PKI
+	flags := []string{
+		"--etcd-servers=" + cp.etcd.clientURL,
+		"--bind-address=127.0.0.1",
+		// Without this the server advertises a network interface, and peers and the
+		// kubernetes Service would send traffic off the machine.
+		"--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", s.Port),
+		"--cert-dir=" + filepath.Join(cp.Dir, s.Name+"-certs"),
+		"--tls-cert-file=" + p.Serving.CertFile,
+		"--tls-private-key-file=" + p.Serving.KeyFile,
+		"--client-ca-file=" + p.ClientCA.File,
+		"--token-auth-file=" + cp.tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.ServiceAccKey,
+		"--service-account-signing-key-file=" + p.ServiceAccKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--requestheader-client-ca-file=" + p.FrontProxyCA.File,
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-uid-headers=X-Remote-Uid",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p.ProxyClient.CertFile,
+		"--proxy-client-key-file=" + p.ProxyClient.KeyFile,
+		// Stop at once on SIGTERM; the framework stops apiservers before etcd.
+		"--shutdown-delay-duration=0s",
+		"--profiling=false",
+	}
+	if len(o.FeatureGates) > 0 {
+		var gates []string
+		for _, name := range slices.Sorted(maps.Keys(o.FeatureGates)) {
+			gates = append(gates, fmt.Sprintf("%s=%t", name, o.FeatureGates[name]))
+		}
+		flags = append(flags, "--feature-gates="+strings.Join(gates, ","))
+	}
+	if o.FeatureGates[mixedVersionProxyGate] {
+		flags = append(flags,
+			"--peer-ca-file="+p.ClusterCA.File,
+			"--peer-advertise-ip=127.0.0.1",
+			fmt.Sprintf("--peer-advertise-port=%d", s.Port))
+	}
+	return append(flags, o.Flags...)
+}
+
+// canIsolate reports whether apiservers can get UTS namespaces of their own (root and unshare).
+func canIsolate() error {
+	if os.Geteuid() != 0 {
+		return errors.New("not running as root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		return fmt.Errorf("unshare (util-linux) not found: %w", err)
+	}
+	return nil
+}
+
+func (cp *ControlPlane) adminHTTPClient() (*http.Client, error) {
+	cert, err := tls.X509KeyPair(cp.Admin.Cert.CertPEM, cp.Admin.Cert.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cp.PKI.ClusterCA.Cert)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs:      roots,
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+	}}}, nil
+}
+
+func checkReadyz(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz: %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package framework
+
+import (
+	"context"
+	"os"
+	"testing"
+)
+
+// RequireEnv, when set to a non-empty value (make test sets it), turns a missing
+// control plane into a test failure instead of a skip.
+const RequireEnv = "KPLUG_E2E_REQUIRED"
+
+// StartForTest starts a control plane for t and stops it when the test ends, printing the
+// process logs first if the test failed. Without the binaries it skips the test and says
+// why, unless KPLUG_E2E_REQUIRED is set.
+func StartForTest(t testing.TB, o Options) *ControlPlane {
+	t.Helper()
+	if o.BinDir == "" {
+		dir, err := FindBinDir()
+		if err != nil {
+			if os.Getenv(RequireEnv) != "" {
+				t.Fatal(err)
+			}
+			t.Skipf("skipping end-to-end test: %v", err)
+		}
+		o.BinDir = dir
+	}
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	if o.Logf == nil {
+		o.Logf = t.Logf
+	}
+	cp, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatalf("starting control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(cp.Logs(60))
+		}
+		cp.Stop()
+	})
+	return cp
+}
