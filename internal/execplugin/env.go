@@ -17,7 +17,8 @@ func MergeEnv(layers ...[]string) ([]string, error) {
 		for _, kv := range layer {
 			name, _, ok := strings.Cut(kv, "=")
 			// Windows keeps per-drive working directories in variables such as "=C:".
-			if !ok || name == "" && !(runtime.GOOS == "windows" && strings.HasPrefix(kv, "=")) {
+			driveVar := runtime.GOOS == "windows" && strings.HasPrefix(kv, "=")
+			if !ok || (name == "" && !driveVar) {
 				return nil, fmt.Errorf("invalid environment entry %q: want NAME=VALUE", redactEntry(kv))
 			}
 			key := envKey(name)

@@ -122,7 +122,7 @@ func (cp *ControlPlane) Stop() {
 // Kubectl returns a command running the pinned kubectl as user against the first server.
 func (cp *ControlPlane) Kubectl(ctx context.Context, u *User, args ...string) *exec.Cmd {
 	args = append([]string{"--kubeconfig=" + u.Kubeconfig}, args...)
-	return exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), args...) //nolint:gosec // the pinned kubectl
+	return exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), args...)
 }
 
 // Logs returns the last lines of every process log, for a failing test to print.

@@ -25,21 +25,22 @@ func startProcess(name, logPath string, argv []string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // the test's own pinned binaries
+	// The process lives until stop, not for the length of some request's context.
+	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx // stopped by stop(), see above
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := configureProcess(cmd); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(p.done)
 	}()
 	return p, nil

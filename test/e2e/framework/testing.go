@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// RequireEnv, when set to a non-empty value (make test sets it), turns a missing
+// RequireEnv names the variable that, when non-empty (make test sets it), turns a missing
 // control plane into a test failure instead of a skip.
 const RequireEnv = "KPLUG_E2E_REQUIRED"
 

@@ -35,7 +35,7 @@ func waitReady(ctx context.Context, p *process, timeout time.Duration, check fun
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}

@@ -1,0 +1,55 @@
+# kplug: `make help` lists the targets.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+BIN := $(CURDIR)/_output/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/kplug/kplug/internal/version.Version=$(VERSION)
+# Unit tests are everything but the end-to-end suite.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
+E2E_PKGS = ./test/e2e/...
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: tools
+tools: ## Build the pinned etcd, kube-apiserver, kubectl and golangci-lint into _output/bin (skips what is current)
+	hack/tools/build.sh
+
+.PHONY: build
+build: ## Build kplug into _output/bin
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug ./cmd/kplug
+
+.PHONY: test
+test: tools test-unit test-e2e ## Unit tests with -race, then end-to-end tests (builds tools first)
+
+.PHONY: test-unit
+test-unit: ## Unit tests with -race
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+.PHONY: test-e2e
+test-e2e: ## End-to-end tests against a real etcd, kube-apiserver and kubectl
+	KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 30m $(E2E_PKGS)
+
+.PHONY: lint
+lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	for os in linux darwin windows; do echo "go vet ($$os)"; GOOS=$$os $(GO) vet ./...; done
+	$(BIN)/golangci-lint run ./...
+
+.PHONY: bench
+bench: ## Benchmarks: kplug beside the upstream code it replaces (see docs/benchmarks.md)
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+.PHONY: demo
+demo: tools build ## Start a control plane, make a real request, shut it down
+	$(GO) run ./hack/demo --bin-dir $(BIN)
+
+.PHONY: clean
+clean: ## Remove kplug build output (keeps the slow-to-build tools)
+	rm -f $(BIN)/kplug

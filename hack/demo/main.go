@@ -1,0 +1,77 @@
+// Command demo brings up a real control plane (etcd and kube-apiserver on loopback), shows
+// how to reach it, runs kplug's mechanisms against it, and shuts it down. `make demo` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kplug/kplug/test/e2e/framework"
+)
+
+func main() {
+	binDir := flag.String("bin-dir", "", "directory with etcd, kube-apiserver and kubectl (default: _output/bin)")
+	wait := flag.Bool("wait", false, "keep the control plane running until interrupted")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *binDir, *wait); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, binDir string, wait bool) error {
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...) }
+	logf("starting etcd and kube-apiserver on loopback...")
+	cp, err := framework.Start(ctx, framework.Options{BinDir: binDir, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping the control plane...")
+		cp.Stop()
+		logf("stopped; nothing is left running")
+	}()
+
+	s := cp.Servers[0]
+	fmt.Printf("kube-apiserver: %s\n", s.URL)
+	fmt.Printf("admin kubeconfig (system:masters): %s\n", cp.Admin.Kubeconfig)
+	fmt.Printf("token user %q: %s\n", cp.TokenUser.Name, cp.TokenUser.Kubeconfig)
+	fmt.Printf("client-certificate user %q: %s\n", cp.CertUser.Name, cp.CertUser.Kubeconfig)
+	fmt.Printf("files and logs (removed on stop): %s\n\n", cp.Dir)
+
+	for _, step := range []struct {
+		title string
+		user  *framework.User
+		args  []string
+	}{
+		{"who am I, as the token user", cp.TokenUser, []string{"auth", "whoami"}},
+		{"namespaces, as the admin", cp.Admin, []string{"get", "namespaces"}},
+	} {
+		fmt.Printf("$ kubectl --kubeconfig %s %s\n", step.user.Kubeconfig, strings.Join(step.args, " "))
+		reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cmd := cp.Kubectl(reqCtx, step.user, step.args...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: kubectl: %w", step.title, err)
+		}
+		fmt.Println()
+	}
+
+	if wait {
+		fmt.Printf("export KUBECONFIG=%s\n", cp.Admin.Kubeconfig)
+		logf("the control plane keeps running; press Ctrl-C to stop it")
+		<-ctx.Done()
+	}
+	return nil
+}
