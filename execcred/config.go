@@ -1,0 +1,115 @@
+package execcred
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+)
+
+// InteractiveMode says whether a plugin may use the terminal.
+type InteractiveMode string
+
+// The interactive modes of the kubeconfig exec block.
+const (
+	Never       InteractiveMode = "Never"
+	IfAvailable InteractiveMode = "IfAvailable"
+	Always      InteractiveMode = "Always"
+)
+
+// Config describes one exec credential plugin, as a kubeconfig user's exec block does.
+type Config struct {
+	Command string
+	Args    []string
+	// Env entries are NAME=VALUE; they override the host environment.
+	Env         []string
+	APIVersion  string
+	InstallHint string
+	// InteractiveMode is required. clientcmd defaults it to IfAvailable for v1beta1 (and
+	// here for v1alpha1); v1 configs must set it.
+	InteractiveMode InteractiveMode
+	// Cluster, if set, is sent to v1beta1 and v1 plugins (provideClusterInfo).
+	Cluster *Cluster
+	// BaseDir anchors a relative Command. clientcmd already makes a kubeconfig's relative
+	// command absolute against the kubeconfig's directory.
+	BaseDir string
+}
+
+// Validate checks the config as client-go does when it builds an authenticator.
+func (c *Config) Validate() error {
+	switch {
+	case !knownVersion(c.APIVersion):
+		return fmt.Errorf("exec plugin: invalid apiVersion %q", c.APIVersion)
+	case c.Command == "":
+		return errors.New("exec plugin: command must be specified")
+	}
+	switch c.InteractiveMode {
+	case Never, IfAvailable, Always:
+	default:
+		return fmt.Errorf("exec plugin: invalid interactiveMode %q: want Never, IfAvailable or Always", c.InteractiveMode)
+	}
+	for _, kv := range c.Env {
+		if name, _, _ := strings.Cut(kv, "="); name == "" {
+			return errors.New("exec plugin: env variable name must be specified")
+		}
+	}
+	return nil
+}
+
+// FromRESTConfig builds a Config from a client-go config whose ExecProvider is set, e.g. one
+// clientcmd loaded from a kubeconfig. The cluster information is built as client-go builds
+// it: the CA from CAData or CAFile, the proxy URL from calling cfg.Proxy.
+func FromRESTConfig(cfg *rest.Config) (*Config, error) {
+	ep := cfg.ExecProvider
+	if ep == nil {
+		return nil, errors.New("exec plugin: the config has no exec provider")
+	}
+	c := &Config{
+		Command:         ep.Command,
+		Args:            ep.Args,
+		APIVersion:      ep.APIVersion,
+		InstallHint:     ep.InstallHint,
+		InteractiveMode: InteractiveMode(ep.InteractiveMode),
+	}
+	if c.InteractiveMode == "" && (c.APIVersion == V1beta1 || c.APIVersion == V1alpha1) {
+		c.InteractiveMode = IfAvailable
+	}
+	for _, e := range ep.Env {
+		c.Env = append(c.Env, e.Name+"="+e.Value)
+	}
+	if ep.ProvideClusterInfo {
+		cl, err := rest.ConfigToExecCluster(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.Cluster = &Cluster{
+			Server:                   cl.Server,
+			TLSServerName:            cl.TLSServerName,
+			InsecureSkipTLSVerify:    cl.InsecureSkipTLSVerify,
+			CertificateAuthorityData: cl.CertificateAuthorityData,
+			ProxyURL:                 cl.ProxyURL,
+			DisableCompression:       cl.DisableCompression,
+		}
+		if c.Cluster.Config, err = extensionJSON(cl.Config); err != nil {
+			return nil, err
+		}
+	}
+	return c, c.Validate()
+}
+
+func extensionJSON(obj runtime.Object) (json.RawMessage, error) {
+	switch o := obj.(type) {
+	case nil:
+		return nil, nil
+	case *runtime.Unknown:
+		return o.Raw, nil
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("exec plugin: encoding the cluster's exec extension: %w", err)
+	}
+	return b, nil
+}

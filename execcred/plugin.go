@@ -1,0 +1,168 @@
+package execcred
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/kplug/kplug/internal/execplugin"
+)
+
+// Host describes the program running plugins: its terminal, and what it knows about stdin.
+// The zero value uses os.Stdin and the process environment.
+type Host struct {
+	// Runner runs the plugin; nil means a default execplugin.Runner (host environment, stderr
+	// to os.Stderr).
+	Runner *execplugin.Runner
+	// Stdin is the terminal an interactive plugin gets; nil means os.Stdin.
+	Stdin *os.File
+	// IsTerminal reports whether f is a terminal; nil means golang.org/x/term.IsTerminal.
+	IsTerminal func(f *os.File) bool
+	// StdinUnavailable says the host itself reads stdin (kubectl apply -f -), so a plugin
+	// must not; StdinUnavailableMessage says why.
+	StdinUnavailable        bool
+	StdinUnavailableMessage string
+	// Timeout bounds non-interactive runs; the plugin's process group is killed when it
+	// passes. Zero means no timeout, as in client-go.
+	Timeout time.Duration
+}
+
+// Plugin runs one configured plugin. It is safe for concurrent use, but does no caching:
+// wrap it in an Authenticator.
+type Plugin struct {
+	cfg     Config
+	host    Host
+	observe func(execplugin.Call)
+}
+
+// NewPlugin validates cfg and returns a Plugin.
+func NewPlugin(cfg Config, host Host) (*Plugin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Plugin{cfg: cfg, host: host}, nil
+}
+
+// Run runs the plugin once and decodes its answer. rejected, for v1alpha1 only, describes
+// the 401 that made the credential stale.
+func (p *Plugin) Run(ctx context.Context, rejected *Response) (*Credential, error) {
+	cred, err := p.run(ctx, rejected)
+	if err != nil {
+		return nil, p.wrap(err)
+	}
+	return cred, nil
+}
+
+func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, error) {
+	interactive, err := p.interactive()
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: exec plugin cannot support interactive mode: %w", p.cfg.Command, err)
+	}
+	cluster := p.cfg.Cluster
+	if p.cfg.APIVersion == V1alpha1 {
+		cluster = nil
+	} else {
+		rejected = nil
+	}
+	info, err := ExecInfo(p.cfg.APIVersion, interactive, cluster, rejected)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: encoding %s: %w", p.cfg.Command, InfoEnv, err)
+	}
+	cmd := execplugin.Command{
+		Path:        p.cfg.Command,
+		Args:        p.cfg.Args,
+		BaseDir:     p.cfg.BaseDir,
+		Env:         p.cfg.Env,
+		Reserved:    []string{InfoEnv + "=" + string(info)},
+		InstallHint: p.cfg.InstallHint,
+	}
+	if interactive {
+		cmd.Stdin = execplugin.TerminalStdin(p.stdin())
+	} else {
+		// A login prompt has no deadline; a non-interactive plugin does.
+		cmd.Timeout = p.host.Timeout
+	}
+	runner := execplugin.Runner{}
+	if p.host.Runner != nil {
+		runner = *p.host.Runner
+	}
+	if p.observe != nil {
+		runner.Observe = p.observe
+	}
+	res, err := runner.Run(ctx, cmd)
+	if err != nil {
+		return nil, err // execplugin errors name the plugin
+	}
+	cred, err := DecodeOutput(p.cfg.APIVersion, res.Stdout)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: %w", p.cfg.Command, err)
+	}
+	return cred, nil
+}
+
+// interactive applies client-go's table: the terminal check comes before StdinUnavailable.
+func (p *Plugin) interactive() (bool, error) {
+	isTerminal := p.host.IsTerminal
+	if isTerminal == nil {
+		isTerminal = func(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+	}
+	tty := isTerminal(p.stdin())
+	switch p.cfg.InteractiveMode {
+	case Never:
+		return false, nil
+	case IfAvailable:
+		return tty && !p.host.StdinUnavailable, nil
+	case Always:
+		if !tty {
+			return false, errors.New("standard input is not a terminal")
+		}
+		if p.host.StdinUnavailable {
+			msg := "standard input is unavailable"
+			if p.host.StdinUnavailableMessage != "" {
+				msg += ": " + p.host.StdinUnavailableMessage
+			}
+			return false, errors.New(msg)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown interactiveMode: %q", p.cfg.InteractiveMode)
+}
+
+func (p *Plugin) stdin() *os.File {
+	if p.host.Stdin != nil {
+		return p.host.Stdin
+	}
+	return os.Stdin
+}
+
+// wrap adds the install hint to a not-found error and makes every error a PluginError.
+func (p *Plugin) wrap(err error) error {
+	pe := &PluginError{Command: p.cfg.Command, Err: err}
+	var nf *execplugin.NotFoundError
+	if errors.As(err, &nf) {
+		pe.Hint = p.cfg.InstallHint
+	}
+	return pe
+}
+
+// PluginError is every error Plugin.Run returns. Unwrap reaches the execplugin error
+// (*execplugin.ExitError and friends) or the decoding error.
+type PluginError struct {
+	Command string
+	Err     error  // names the plugin already
+	Hint    string // the install hint, for a plugin that was not found
+}
+
+func (e *PluginError) Error() string {
+	msg := "execcred: " + e.Err.Error()
+	if e.Hint != "" {
+		msg += "\n\n" + e.Hint
+	}
+	return msg
+}
+
+func (e *PluginError) Unwrap() error { return e.Err }
