@@ -21,13 +21,15 @@ const InfoEnv = "KUBERNETES_EXEC_INFO"
 // Cluster is what a plugin learns about the cluster when provideClusterInfo is set
 // (v1beta1 and v1 only). Field names and order are those of the wire format.
 type Cluster struct {
-	Server                   string          `json:"server"`
-	TLSServerName            string          `json:"tls-server-name,omitempty"`
-	InsecureSkipTLSVerify    bool            `json:"insecure-skip-tls-verify,omitempty"`
-	CertificateAuthorityData []byte          `json:"certificate-authority-data,omitempty"`
-	ProxyURL                 string          `json:"proxy-url,omitempty"`
-	DisableCompression       bool            `json:"disable-compression,omitempty"`
-	Config                   json.RawMessage `json:"config,omitempty"` // the client.authentication.k8s.io/exec cluster extension
+	Server                   string `json:"server"`
+	TLSServerName            string `json:"tls-server-name,omitempty"`
+	InsecureSkipTLSVerify    bool   `json:"insecure-skip-tls-verify,omitempty"`
+	CertificateAuthorityData []byte `json:"certificate-authority-data,omitempty"`
+	ProxyURL                 string `json:"proxy-url,omitempty"`
+	DisableCompression       bool   `json:"disable-compression,omitempty"`
+	// Config is the client.authentication.k8s.io/exec cluster extension; client-go sends
+	// "config":null when there is none.
+	Config json.RawMessage `json:"config"`
 }
 
 // Response describes the 401 that triggered a refresh; only v1alpha1 sends it.
