@@ -16,6 +16,7 @@ import (
 type Metrics struct {
 	calls    *prometheus.CounterVec
 	rotation prometheus.Histogram
+	ttl      prometheus.GaugeFunc
 
 	mu       sync.Mutex
 	notAfter map[*Authenticator]time.Time // current leaf expiry of each authenticator with a certificate
@@ -37,11 +38,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		notAfter: map[*Authenticator]time.Time{},
 		now:      time.Now,
 	}
-	ttl := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	m.ttl = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rest_client_exec_plugin_ttl_seconds",
 		Help: "Gauge of the shortest TTL (time-to-live) of the client certificate(s) managed by the auth exec plugin. The value is in seconds until certificate expiry (negative if already expired). If auth exec plugins are unused or manage no TLS certificates, the value will be +INF.",
 	}, m.ttlSeconds)
-	for _, c := range []prometheus.Collector{m.calls, m.rotation, ttl} {
+	for _, c := range []prometheus.Collector{m.calls, m.rotation, m.ttl} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,247 @@
+package execcred
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// authServer accepts only the current token and echoes the request body.
+type authServer struct {
+	*httptest.Server
+	valid atomic.Value // string
+	hits  atomic.Int32
+}
+
+func newAuthServer(t *testing.T, valid string) *authServer {
+	s := &authServer{}
+	s.valid.Store(valid)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		if r.Header.Get("Authorization") != "Bearer "+s.valid.Load().(string) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kplug-test"`)
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(append([]byte("ok:"), body...))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func do(t *testing.T, rt http.RoundTripper, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestTransportAddsTokenWithoutMutatingRequest(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.token(V1, "good", time.Time{})
+	srv := newAuthServer(t, "good")
+	rt := &Transport{Auth: newAuth(t, f.config(V1), Options{})}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+	if code, _ := do(t, rt, req); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if got := req.Header.Get("Authorization"); got != "" {
+		t.Errorf("the caller's request was modified: Authorization %q", got)
+	}
+}
+
+func TestExistingAuthorizationHeaderWins(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.token(V1, "from-plugin", time.Time{})
+	srv := newAuthServer(t, "static")
+	rt := &Transport{Auth: newAuth(t, f.config(V1), Options{})}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer static")
+	if code, _ := do(t, rt, req); code != 200 {
+		t.Errorf("status %d", code)
+	}
+	if f.runs() != 0 {
+		t.Errorf("plugin ran %d times for a request that had its own Authorization", f.runs())
+	}
+}
+
+func TestUnauthorizedRefreshesAndRetries(t *testing.T) {
+	t.Parallel()
+	for _, retry := range []bool{false, true} {
+		f := newFake(t)
+		f.token(V1, "old", time.Time{})
+		srv := newAuthServer(t, "old")
+		rt := &Transport{Auth: newAuth(t, f.config(V1), Options{}), RetryAfterRefresh: retry}
+		post := func() *http.Request {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, strings.NewReader("payload"))
+			return req
+		}
+		if code, _ := do(t, rt, post()); code != 200 {
+			t.Fatalf("first request: %d", code)
+		}
+		// The server rotates its accepted token; the plugin now hands out the new one.
+		srv.valid.Store("new")
+		f.token(V1, "new", time.Time{})
+		code, body := do(t, rt, post())
+		if retry {
+			if code != 200 || body != "ok:payload" {
+				t.Errorf("with retry: %d %q, want 200 and the replayed body", code, body)
+			}
+		} else if code != 401 {
+			t.Errorf("without retry: %d, want the 401 returned as client-go does", code)
+		}
+		if code, _ := do(t, rt, post()); code != 200 {
+			t.Errorf("retry=%v: the request after the refresh got %d", retry, code)
+		}
+		if f.runs() != 2 {
+			t.Errorf("retry=%v: %d plugin runs, want 2", retry, f.runs())
+		}
+	}
+}
+
+func TestUnreplayableBodyIsNotRetried(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.token(V1, "old", time.Time{})
+	srv := newAuthServer(t, "new")
+	auth := newAuth(t, f.config(V1), Options{})
+	mustCred(t, auth) // "old" is cached
+	rt := &Transport{Auth: auth, RetryAfterRefresh: true}
+	f.token(V1, "new", time.Time{})
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, io.NopCloser(strings.NewReader("once")))
+	if code, _ := do(t, rt, req); code != 401 {
+		t.Errorf("status %d, want the 401: a body without GetBody cannot be sent twice", code)
+	}
+	if srv.hits.Load() != 1 {
+		t.Errorf("server saw %d requests, want 1", srv.hits.Load())
+	}
+}
+
+func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
+	t.Parallel()
+	certA, keyA := selfSigned(t)
+	certB, keyB := selfSigned(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.RemoteAddr)
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	defer srv.Close()
+
+	f := newFake(t)
+	certOutput := func(cert, key, token string) {
+		f.output(`{"apiVersion":"client.authentication.k8s.io/v1","status":{"token":` + strconv.Quote(token) +
+			`,"clientCertificateData":` + strconv.Quote(cert) + `,"clientKeyData":` + strconv.Quote(key) + `}}`)
+	}
+	certOutput(certA, keyA, "t1")
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuth(t, f.config(V1), Options{Metrics: m})
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	base := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, GetClientCertificate: a.GetClientCertificate, MinVersion: tls.VersionTLS12},
+		DialContext:     a.DialContext(nil),
+		MaxConnsPerHost: 1,
+	}
+	defer base.CloseIdleConnections()
+	rt := &Transport{Auth: a, Base: base}
+	remote := func() string {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+		_, body := do(t, rt, req)
+		return body
+	}
+	first := remote()
+	if again := remote(); again != first {
+		t.Fatalf("no connection reuse to begin with: %s then %s", first, again)
+	}
+
+	// A new token with the same certificate keeps the connection.
+	certOutput(certA, keyA, "t2")
+	if _, err := a.Refresh(context.Background(), mustCred(t, a), &http.Response{StatusCode: 401}); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote(); got != first {
+		t.Errorf("token rotation changed the connection: %s then %s", first, got)
+	}
+
+	// A new certificate closes it.
+	certOutput(certB, keyB, "t3")
+	if _, err := a.Refresh(context.Background(), mustCred(t, a), &http.Response{StatusCode: 401}); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote(); got == first {
+		t.Errorf("certificate rotation kept connection %s", got)
+	}
+	if n := testutil.CollectAndCount(reg, "rest_client_exec_plugin_certificate_rotation_age"); n != 1 {
+		t.Errorf("rotation age series: %d", n)
+	}
+	if got := testutil.ToFloat64(m.calls.WithLabelValues("0", "no_error")); got != 3 {
+		t.Errorf("no_error calls = %v, want 3", got)
+	}
+	ttl := testutil.ToFloat64(m.ttl)
+	if ttl <= 0 || ttl > 3600 {
+		t.Errorf("ttl %v, want the certificate's remaining lifetime (under an hour)", ttl)
+	}
+}
+
+func TestMetricsLabels(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(t)
+	f.exit(3)
+	for _, cfg := range []Config{
+		f.config(V1),
+		{Command: "kplug-no-such-plugin", APIVersion: V1, InteractiveMode: Never},
+	} {
+		if _, err := newAuth(t, cfg, Options{Metrics: m}).Credential(context.Background()); err == nil {
+			t.Fatal("want an error")
+		}
+	}
+	for labels, want := range map[[2]string]float64{
+		{"3", "plugin_execution_error"}: 1,
+		{"1", "plugin_not_found_error"}: 1,
+		{"0", "no_error"}:               0,
+	} {
+		if got := testutil.ToFloat64(m.calls.WithLabelValues(labels[0], labels[1])); got != want {
+			t.Errorf("rest_client_exec_plugin_call_total%v = %v, want %v", labels, got, want)
+		}
+	}
+	if ttl := testutil.ToFloat64(m.ttl); ttl <= 1e300 {
+		t.Errorf("ttl without certificates = %v, want +Inf", ttl)
+	}
+}
+
+func mustCred(t *testing.T, a *Authenticator) *Credential {
+	t.Helper()
+	c, err := a.Credential(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
