@@ -19,6 +19,9 @@ type Transport struct {
 	// RetryAfterRefresh sends a rejected request again after a successful refresh, when its
 	// body is empty or can be recreated (GetBody). client-go returns the 401 instead.
 	RetryAfterRefresh bool
+
+	// tokenOnly is set by ConfigFor, whose transports cannot present a client certificate.
+	tokenOnly bool
 }
 
 // NewTransport returns a Transport that fits rest.Config.Wrap.
@@ -36,6 +39,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cred, err := t.Auth.Credential(req.Context())
 	if err != nil {
 		return nil, fmt.Errorf("getting credentials: %w", err)
+	}
+	if t.tokenOnly && cred.Certificate != nil {
+		return nil, errCertificateInConfig
 	}
 	resp, err := t.base().RoundTrip(withCredential(req, cred))
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
@@ -72,6 +78,8 @@ func withCredential(req *http.Request, cred *Credential) *http.Request {
 	r.Header.Set("Authorization", "Bearer "+cred.Token)
 	return r
 }
+
+var errCertificateInConfig = errors.New("execcred: the plugin returned a client certificate, which a client-go config adapted by ConfigFor cannot present; use execcred.HTTPTransport")
 
 var errNotReplayable = errors.New("request body cannot be replayed")
 
