@@ -1,0 +1,16 @@
+// Package plugin helps write exec credential plugins: read what the client passed in
+// KUBERNETES_EXEC_INFO (the API version it wants, whether it is interactive, the cluster),
+// answer in that version, and cache a credential on disk so that an expensive login is not
+// repeated by every kubectl invocation.
+//
+//	func main() {
+//		info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
+//		if err != nil { ... }
+//		cache := &plugin.Cache{Dir: plugin.DefaultCacheDir("my-plugin")}
+//		status, err := cache.Do(ctx, "prod", func(ctx context.Context) (*execcred.Status, error) {
+//			return login(ctx, info) // the expensive part
+//		})
+//		if err != nil { ... }
+//		if err := plugin.Write(os.Stdout, info, status); err != nil { ... }
+//	}
+package plugin
