@@ -1,0 +1,60 @@
+// Command testplugin is an exec credential plugin written with kplug's SDK, for the
+// end-to-end tests. It answers with the token in $TEST_TOKEN_FILE, or the client
+// certificate and key in $TEST_CERT_FILE and $TEST_KEY_FILE, and appends a byte to
+// $TEST_COUNT_FILE on every run so that tests can count runs.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/plugin"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "testplugin:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
+	if err != nil {
+		return err
+	}
+	if f := os.Getenv("TEST_COUNT_FILE"); f != "" {
+		fh, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = fh.Write([]byte("x"))
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	status := &execcred.Status{}
+	if f := os.Getenv("TEST_TOKEN_FILE"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		status.Token = string(b)
+	}
+	if f := os.Getenv("TEST_CERT_FILE"); f != "" {
+		cert, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		key, err := os.ReadFile(os.Getenv("TEST_KEY_FILE"))
+		if err != nil {
+			return err
+		}
+		status.ClientCertificateData, status.ClientKeyData = string(cert), string(key)
+	}
+	return plugin.Write(os.Stdout, info, status)
+}
