@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/term"
 )
 
 // The test binary re-executed with helperEnv set is a fake credential plugin, driven by:
@@ -60,6 +61,9 @@ func fakePlugin() int {
 			return 97
 		}
 		out = string(b)
+	}
+	if os.Getenv("FAKE_REPORT_TTY") != "" { // answer with a token saying whether stdin is a terminal
+		out = fmt.Sprintf(`{"apiVersion":%q,"status":{"token":"tty=%v"}}`, V1, term.IsTerminal(int(os.Stdin.Fd())))
 	}
 	fmt.Print(out)
 	fmt.Fprint(os.Stderr, os.Getenv("FAKE_STDERR"))

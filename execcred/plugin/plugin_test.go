@@ -86,7 +86,7 @@ func TestLoadInfoErrors(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		`{`: "plugin: KUBERNETES_EXEC_INFO is not an ExecCredential: unexpected end of JSON input",
-		`{"kind":"ExecCredential","apiVersion":"v1"}`:                            `plugin: KUBERNETES_EXEC_INFO has unsupported apiVersion "v1"`,
+		`{"kind":"ExecCredential","apiVersion":"v1"}`:                             `plugin: KUBERNETES_EXEC_INFO has unsupported apiVersion "v1"`,
 		`{"kind":"Pod","apiVersion":"client.authentication.k8s.io/v1","spec":{}}`: `plugin: KUBERNETES_EXEC_INFO has kind "Pod", want ExecCredential`,
 	} {
 		if _, err := LoadInfo(in); err == nil || err.Error() != want {
