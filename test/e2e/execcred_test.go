@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,10 +15,14 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/test/e2e/framework"
@@ -232,4 +237,103 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// TestClientGoAdapter checks that a client-go config adapted by execcred.ConfigFor
+// authenticates REST calls, watches and both upgrade protocols through kplug's runtime.
+func TestClientGoAdapter(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := clientFor(t, cp, cp.Admin, 0)
+	// The bootstrap "view" role is aggregated by kube-controller-manager, which does not
+	// run here, so grant configmap reads directly.
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "configmap-reader", Namespace: "default"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if _, err := admin.RbacV1().Roles("default").Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-reads-configmaps", Namespace: "default"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "configmap-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "bob", APIGroup: "rbac.authorization.k8s.io"}},
+	}
+	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	buildBinary(t, filepath.Join(dir, "bin"), "./test/e2e/testplugin", "testplugin")
+	tokenFile, countFile := filepath.Join(dir, "token"), filepath.Join(dir, "count")
+	writeFile(t, tokenFile, []byte(cp.TokenUser.Token))
+	kubeconfig := execKubeconfig(t, cp, dir, map[string][]clientcmdapi.ExecEnvVar{
+		"bob": {{Name: "TEST_TOKEN_FILE", Value: tokenFile}, {Name: "TEST_COUNT_FILE", Value: countFile}},
+	})
+	loaded, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := execcred.NewForRESTConfig(loaded, execcred.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := execcred.ConfigFor(loaded, auth, true)
+	if cfg.ExecProvider != nil {
+		t.Fatal("ConfigFor left client-go's exec provider in place")
+	}
+	bob, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A watch, then a REST call by the admin that the watch sees.
+	var w watch.Interface
+	for { // the new binding reaches the authorizer's cache within moments
+		w, err = bob.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+		if !apierrors.IsForbidden(err) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("watch as bob: %v", err)
+	}
+	defer w.Stop()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seen-by-bob", Namespace: "default"}}
+	if _, err := admin.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if got := ev.Object.(*corev1.ConfigMap).Name; got != "seen-by-bob" {
+			t.Errorf("watch event for %s", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no watch event")
+	}
+	if _, err := bob.CoreV1().ConfigMaps("default").Get(ctx, "seen-by-bob", metav1.GetOptions{}); err != nil {
+		t.Errorf("get as bob: %v", err)
+	}
+
+	// Upgrades: bob may not exec into pods, so an authenticated request is forbidden as
+	// bob; an unauthenticated one would be a 401 instead.
+	url := bob.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("nope").SubResource("exec").
+		Param("command", "true").Param("stdout", "true").URL()
+	for name, newExecutor := range map[string]func() (remotecommand.Executor, error){
+		"websocket": func() (remotecommand.Executor, error) { return remotecommand.NewWebSocketExecutor(cfg, "GET", url.String()) },
+		"spdy":      func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(cfg, "POST", url) },
+	} {
+		ex, err := newExecutor()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), `"bob"`) {
+			t.Errorf("%s exec: %v, want it forbidden for user bob", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(countFile); len(b) != 1 {
+		t.Errorf("the plugin ran %d times for all of this, want 1", len(b))
+	}
 }
