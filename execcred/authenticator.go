@@ -96,6 +96,10 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 // first, Credential returns ctx's error; the plugin run goes on for the other callers.
 func (a *Authenticator) Credential(ctx context.Context) (*Credential, error) {
 	a.mu.Lock()
+	if c := a.cred; c != nil && c.Expiry.IsZero() {
+		a.mu.Unlock()
+		return c, nil // the common case: no expiry, nothing to check
+	}
 	now := a.now()
 	if c := a.cred; c != nil && !c.ExpiredAt(now) {
 		if a.flight == nil && a.dueForRefresh(now) && !now.Before(a.retryAt) {

@@ -20,6 +20,16 @@ type Credential struct {
 	Certificate *tls.Certificate
 	// Expiry is when the plugin said the credential expires; zero means never (until a 401).
 	Expiry time.Time
+
+	authorization []string // "Bearer <token>", built once
+}
+
+// bearer returns the Authorization header value for the token.
+func (c *Credential) bearer() []string {
+	if c.authorization == nil {
+		return []string{"Bearer " + c.Token}
+	}
+	return c.authorization
 }
 
 // ExpiredAt reports whether the credential has expired at now: strictly after its expiry,
@@ -79,6 +89,9 @@ func credentialFrom(s *Status) (*Credential, error) {
 		return nil, errors.New("exec plugin returned only certificate or key, not both")
 	}
 	c := &Credential{Token: s.Token}
+	if s.Token != "" {
+		c.authorization = []string{"Bearer " + s.Token}
+	}
 	if s.ExpirationTimestamp != nil {
 		c.Expiry = s.ExpirationTimestamp.Time
 	}

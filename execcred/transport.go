@@ -69,13 +69,20 @@ func (t *Transport) base() http.RoundTripper {
 }
 
 // withCredential returns a copy of req with the bearer token set, or req itself when the
-// credential has no token (a client certificate alone).
+// credential has no token (a client certificate alone). The copy shares everything with
+// req but its header map, so that req is never modified; header values are shared, as
+// nothing below a RoundTripper changes them.
 func withCredential(req *http.Request, cred *Credential) *http.Request {
 	if cred.Token == "" {
 		return req
 	}
-	r := req.Clone(req.Context())
-	r.Header.Set("Authorization", "Bearer "+cred.Token)
+	r := new(http.Request)
+	*r = *req
+	r.Header = make(http.Header, len(req.Header)+1)
+	for k, v := range req.Header {
+		r.Header[k] = v
+	}
+	r.Header["Authorization"] = cred.bearer()
 	return r
 }
 

@@ -1,0 +1,172 @@
+package execcred
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/plugin/pkg/client/auth/exec"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/transport"
+)
+
+// The benchmarks run kplug and client-go's exec authenticator (the code kplug replaces)
+// side by side, with the same fake plugin and the same server. `make bench` runs them;
+// docs/benchmarks.md records the figures.
+
+// benchPlugin writes a fake plugin's files and returns its environment.
+func benchPlugin(b *testing.B, token string) []clientcmdapi.ExecEnvVar {
+	b.Helper()
+	dir := b.TempDir()
+	out := filepath.Join(dir, "out")
+	cred := fmt.Sprintf(`{"kind":"ExecCredential","apiVersion":%q,"status":{"token":%q}}`, V1, token)
+	if err := os.WriteFile(out, []byte(cred), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return []clientcmdapi.ExecEnvVar{
+		{Name: helperEnv, Value: "1"},
+		{Name: "FAKE_OUTPUT_FILE", Value: out},
+		{Name: "FAKE_COUNT_FILE", Value: filepath.Join(dir, "count")},
+	}
+}
+
+func benchRuns(env []clientcmdapi.ExecEnvVar) int {
+	info, err := os.Stat(env[2].Value)
+	if err != nil {
+		return 0
+	}
+	return int(info.Size())
+}
+
+func benchExecConfig(env []clientcmdapi.ExecEnvVar) *clientcmdapi.ExecConfig {
+	return &clientcmdapi.ExecConfig{
+		Command: os.Args[0], Env: env, APIVersion: V1,
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}
+}
+
+// canned answers every request in memory, so that only the authentication work is timed.
+type canned struct{}
+
+func (canned) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Authorization") == "" {
+		return nil, fmt.Errorf("request without credentials")
+	}
+	return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+}
+
+// clientGoRoundTripper wraps base in client-go's exec authenticator.
+func clientGoRoundTripper(b *testing.B, ec *clientcmdapi.ExecConfig, base http.RoundTripper) http.RoundTripper {
+	b.Helper()
+	a, err := exec.GetAuthenticator(ec, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tc := &transport.Config{}
+	if err := a.UpdateTransportConfig(tc); err != nil {
+		b.Fatal(err)
+	}
+	return tc.WrapTransport(base)
+}
+
+func kplugRoundTripper(b *testing.B, ec *clientcmdapi.ExecConfig, base http.RoundTripper) http.RoundTripper {
+	b.Helper()
+	a, err := NewForRESTConfig(&rest.Config{ExecProvider: ec}, Options{Host: quietHost()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &Transport{Auth: a, Base: base}
+}
+
+// BenchmarkCachedCredential is the steady state: every request reuses a cached token.
+func BenchmarkCachedCredential(b *testing.B) {
+	for _, impl := range []struct {
+		name string
+		rt   func(*testing.B, *clientcmdapi.ExecConfig, http.RoundTripper) http.RoundTripper
+	}{{"client-go", clientGoRoundTripper}, {"kplug", kplugRoundTripper}} {
+		b.Run("in-memory/"+impl.name, func(b *testing.B) {
+			rt := impl.rt(b, benchExecConfig(benchPlugin(b, "bench-"+impl.name)), canned{})
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k.example/api", nil)
+			if _, err := rt.RoundTrip(req); err != nil { // warm the cache
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = resp.Body.Close()
+			}
+		})
+		b.Run("loopback-tls/"+impl.name, func(b *testing.B) {
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer bench-") {
+					w.WriteHeader(http.StatusUnauthorized)
+				}
+			}))
+			defer srv.Close()
+			base := srv.Client().Transport.(*http.Transport).Clone()
+			defer base.CloseIdleConnections()
+			client := &http.Client{Transport: impl.rt(b, benchExecConfig(benchPlugin(b, "bench-"+impl.name)), base)}
+			get := func() {
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			get()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				get()
+			}
+		})
+	}
+}
+
+// BenchmarkColdConcurrent sends 1000 concurrent requests through a new authenticator and
+// reports how many times the plugin ran (execs/op; the goal is exactly 1).
+func BenchmarkColdConcurrent(b *testing.B) {
+	for _, impl := range []struct {
+		name string
+		rt   func(*testing.B, *clientcmdapi.ExecConfig, http.RoundTripper) http.RoundTripper
+	}{{"client-go", clientGoRoundTripper}, {"kplug", kplugRoundTripper}} {
+		b.Run(impl.name, func(b *testing.B) {
+			execs := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				// A fresh plugin config each time: client-go caches authenticators per config.
+				env := benchPlugin(b, "cold")
+				rt := impl.rt(b, benchExecConfig(env), canned{})
+				var wg sync.WaitGroup
+				for range 1000 {
+					wg.Go(func() {
+						req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k.example/api", nil)
+						if _, err := rt.RoundTrip(req); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				execs += benchRuns(env)
+			}
+			b.ReportMetric(float64(execs)/float64(b.N), "execs/op")
+		})
+	}
+}
