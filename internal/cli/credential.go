@@ -158,8 +158,14 @@ func subject(c *x509.Certificate) string {
 
 func relative(t, now time.Time) string {
 	d := t.Sub(now).Round(time.Second)
-	if d < 0 {
-		return "expired " + (-d).String() + " ago"
+	format := func(d time.Duration) string {
+		if d >= 48*time.Hour {
+			return fmt.Sprintf("%d days", d/(24*time.Hour))
+		}
+		return d.String()
 	}
-	return "in " + d.String()
+	if d < 0 {
+		return "expired " + format(-d) + " ago"
+	}
+	return "in " + format(d)
 }
