@@ -95,9 +95,11 @@ func BenchmarkCachedCredential(b *testing.B) {
 		b.Run("in-memory/"+impl.name, func(b *testing.B) {
 			rt := impl.rt(b, benchExecConfig(benchPlugin(b, "bench-"+impl.name)), canned{})
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k.example/api", nil)
-			if _, err := rt.RoundTrip(req); err != nil { // warm the cache
+			resp, err := rt.RoundTrip(req) // warm the cache
+			if err != nil {
 				b.Fatal(err)
 			}
+			_ = resp.Body.Close()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
@@ -158,9 +160,12 @@ func BenchmarkColdConcurrent(b *testing.B) {
 				for range 1000 {
 					wg.Go(func() {
 						req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k.example/api", nil)
-						if _, err := rt.RoundTrip(req); err != nil {
+						resp, err := rt.RoundTrip(req)
+						if err != nil {
 							b.Error(err)
+							return
 						}
+						_ = resp.Body.Close()
 					})
 				}
 				wg.Wait()

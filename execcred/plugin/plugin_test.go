@@ -200,7 +200,7 @@ func TestCacheSharedByProcesses(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
 			if out, err := cmd.CombinedOutput(); err != nil {
-				errs <- fmt.Errorf("%v: %s", err, out)
+				errs <- fmt.Errorf("%w: %s", err, out)
 			}
 		})
 	}

@@ -321,8 +321,10 @@ func TestClientGoAdapter(t *testing.T) {
 	url := bob.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("nope").SubResource("exec").
 		Param("command", "true").Param("stdout", "true").URL()
 	for name, newExecutor := range map[string]func() (remotecommand.Executor, error){
-		"websocket": func() (remotecommand.Executor, error) { return remotecommand.NewWebSocketExecutor(cfg, "GET", url.String()) },
-		"spdy":      func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(cfg, "POST", url) },
+		"websocket": func() (remotecommand.Executor, error) {
+			return remotecommand.NewWebSocketExecutor(cfg, "GET", url.String())
+		},
+		"spdy": func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(cfg, "POST", url) },
 	} {
 		ex, err := newExecutor()
 		if err != nil {
