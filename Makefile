@@ -47,7 +47,8 @@ bench: ## Benchmarks: kplug beside the upstream code it replaces (see docs/bench
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 
 .PHONY: demo
-demo: tools build ## Start a control plane, make a real request, shut it down
+demo: tools build ## Start a control plane, show each mechanism against it, shut it down
+	$(GO) build -o $(BIN)/kplug-demo-plugin ./test/e2e/testplugin
 	$(GO) run ./hack/demo --bin-dir $(BIN)
 
 .PHONY: clean

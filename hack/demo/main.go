@@ -16,7 +16,7 @@ import (
 )
 
 func main() {
-	binDir := flag.String("bin-dir", "", "directory with etcd, kube-apiserver and kubectl (default: _output/bin)")
+	binDir := flag.String("bin-dir", "", "directory with etcd, kube-apiserver, kubectl, kplug and kplug-demo-plugin (default: _output/bin)")
 	wait := flag.Bool("wait", false, "keep the control plane running until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,6 +66,10 @@ func run(ctx context.Context, binDir string, wait bool) error {
 			return fmt.Errorf("%s: kubectl: %w", step.title, err)
 		}
 		fmt.Println()
+	}
+
+	if err := execCredentialDemo(ctx, cp); err != nil {
+		return err
 	}
 
 	if wait {

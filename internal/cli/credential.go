@@ -136,16 +136,12 @@ func printCredential(out io.Writer, s credentialSummary, now time.Time) error {
 	return nil
 }
 
-// redact keeps a token's length and first characters, enough to tell tokens apart.
+// redact keeps only a token's length.
 func redact(token string, show bool) string {
 	if show {
 		return token
 	}
-	prefix := ""
-	if len(token) >= 24 {
-		prefix = token[:6]
-	}
-	return fmt.Sprintf("%s<redacted, %d bytes>", prefix, len(token))
+	return fmt.Sprintf("<redacted, %d bytes>", len(token))
 }
 
 func subject(c *x509.Certificate) string {

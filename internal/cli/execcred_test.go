@@ -98,7 +98,7 @@ func TestCredentialCommand(t *testing.T) {
 	code, out, errOut := runIn(t, "", "credential", "--kubeconfig", kc)
 	want := regexp.MustCompile(`^plugin:      \S+ \(client.authentication.k8s.io/v1\)
 credential:  token
-token:       secret<redacted, 29 bytes>
+token:       <redacted, 29 bytes>
 expires:     2099-01-02T03:04:05Z \(in \d+ days\)
 $`)
 	if code != ExitOK || !want.MatchString(out) || errOut != "" {
