@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +17,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kplug/kplug/internal/execplugin"
 )
 
 // authServer accepts only the current token and echoes the request body.
@@ -244,4 +250,44 @@ func mustCred(t *testing.T, a *Authenticator) *Credential {
 		t.Fatal(err)
 	}
 	return c
+}
+
+func TestStaticCredentialsWinOverThePlugin(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.token(V1, "from-plugin", time.Time{})
+	srv := newAuthServer(t, "static")
+	cfg := &rest.Config{Host: srv.URL, BearerToken: "static", ExecProvider: &clientcmdapi.ExecConfig{
+		Command: os.Args[0], APIVersion: V1, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}}
+	auth := newAuth(t, f.config(V1), Options{})
+	for name, rt := range map[string]func() (http.RoundTripper, error){
+		"HTTPTransport": func() (http.RoundTripper, error) { return HTTPTransport(cfg, auth, true) },
+		"ConfigFor":     func() (http.RoundTripper, error) { return rest.TransportFor(ConfigFor(cfg, auth, true)) },
+	} {
+		tr, err := rt()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+		if code, _ := do(t, tr, req); code != 200 {
+			t.Errorf("%s: status %d, want the static token accepted", name, code)
+		}
+	}
+	if f.runs() != 0 {
+		t.Errorf("the plugin ran %d times although the config has a static token", f.runs())
+	}
+}
+
+func TestTimeoutAppliesToNonInteractiveRuns(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.token(V1, "late", time.Time{})
+	host := quietHost()
+	host.Timeout = 200 * time.Millisecond
+	_, err := newAuth(t, f.config(V1, "FAKE_SLEEP=20s"), Options{Host: host}).Credential(context.Background())
+	var te *execplugin.TimeoutError
+	if !errors.As(err, &te) || !strings.HasSuffix(err.Error(), "timed out after 200ms and was killed") {
+		t.Errorf("err = %v, want a timeout naming the plugin", err)
+	}
 }
