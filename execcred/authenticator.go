@@ -165,7 +165,7 @@ func (a *Authenticator) finish(f *flight, cred *Credential, err error) {
 		a.failures++
 		a.lastErr = err
 		a.retryAt = now.Add(a.opts.Backoff.after(a.failures))
-		f.cred, f.err = a.cred, err
+		f.err = err
 		a.mu.Unlock()
 		if a.opts.Logger != nil {
 			a.opts.Logger.Warn("exec credential plugin failed", "command", a.plugin.cfg.Command, "error", err)
