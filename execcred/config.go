@@ -36,6 +36,9 @@ type Config struct {
 	// BaseDir anchors a relative Command. clientcmd already makes a kubeconfig's relative
 	// command absolute against the kubeconfig's directory.
 	BaseDir string
+	// LockFilePath, if set, is sent as spec.lockFilePath (v1beta1 and v1): the client
+	// supports exec proxies and holds an exclusive lock on this file while it lives.
+	LockFilePath string
 }
 
 // Validate checks the config as client-go does when it builds an authenticator.

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	kjson "sigs.k8s.io/json"
@@ -20,9 +21,18 @@ type Credential struct {
 	Certificate *tls.Certificate
 	// Expiry is when the plugin said the credential expires; zero means never (until a 401).
 	Expiry time.Time
+	// Proxy is set when the plugin is an exec proxy: requests go through it, Certificate is
+	// the credential for the hop to the proxy, and Token is empty.
+	Proxy *ProxyConfig
 
 	authorization []string // "Bearer <token>", built once
+	certPEM       []byte
+	keyPEM        []byte
 }
+
+// CertificatePEM returns the client certificate and key as the plugin returned them (PEM),
+// or nil. For an exec proxy they are the credential for the hop to the proxy.
+func (c *Credential) CertificatePEM() (cert, key []byte) { return c.certPEM, c.keyPEM }
 
 // bearer returns the Authorization header value for the token.
 func (c *Credential) bearer() []string {
@@ -88,7 +98,12 @@ func credentialFrom(s *Status) (*Credential, error) {
 	if (s.ClientCertificateData == "") != (s.ClientKeyData == "") {
 		return nil, errors.New("exec plugin returned only certificate or key, not both")
 	}
-	c := &Credential{Token: s.Token}
+	if s.ProxyConfig != nil {
+		if err := validateProxy(s); err != nil {
+			return nil, err
+		}
+	}
+	c := &Credential{Token: s.Token, Proxy: s.ProxyConfig}
 	if s.Token != "" {
 		c.authorization = []string{"Bearer " + s.Token}
 	}
@@ -106,8 +121,26 @@ func credentialFrom(s *Status) (*Credential, error) {
 			}
 		}
 		c.Certificate = &cert
+		c.certPEM, c.keyPEM = []byte(s.ClientCertificateData), []byte(s.ClientKeyData)
 	}
 	return c, nil
+}
+
+// validateProxy checks an exec proxy answer: a unix socket URL, the proxy's CA, and the
+// client certificate for the hop to the proxy.
+func validateProxy(s *Status) error {
+	p := s.ProxyConfig
+	switch {
+	case !strings.HasPrefix(p.URL, "unix:///"):
+		return fmt.Errorf("exec proxy: proxyConfig.url %q must be unix:///<absolute path>", p.URL)
+	case len(p.CertificateAuthorityData) == 0:
+		return errors.New("exec proxy: proxyConfig.certificate-authority-data is empty")
+	case s.ClientCertificateData == "":
+		return errors.New("exec proxy: proxyConfig needs clientCertificateData and clientKeyData, the credential for the hop to the proxy")
+	case s.Token != "":
+		return errors.New("exec proxy: a proxy answer must not carry a token; the proxy authenticates to the API server")
+	}
+	return nil
 }
 
 func isJSONObject(data []byte) bool {

@@ -68,7 +68,7 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 	} else {
 		rejected = nil
 	}
-	info, err := ExecInfo(p.cfg.APIVersion, interactive, cluster, rejected)
+	info, err := execInfo(p.cfg.APIVersion, interactive, cluster, rejected, p.cfg.LockFilePath)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: encoding %s: %w", p.cfg.Command, InfoEnv, err)
 	}

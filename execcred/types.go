@@ -44,12 +44,24 @@ type Status struct {
 	Token                 string       `json:"token,omitempty"`
 	ClientCertificateData string       `json:"clientCertificateData,omitempty"`
 	ClientKeyData         string       `json:"clientKeyData,omitempty"`
+	// ProxyConfig is the exec proxy extension (KEP-2718, docs/exec-proxy.md): the client
+	// sends its API traffic through the proxy at URL, and the client certificate above is
+	// its credential for that hop, not for the API server.
+	ProxyConfig *ProxyConfig `json:"proxyConfig,omitempty"`
 }
 
-// specV1 is the spec of v1 and v1beta1: interactive is always present.
+// ProxyConfig says where an exec proxy listens and how to trust it.
+type ProxyConfig struct {
+	URL                      string `json:"url"` // unix:///absolute/path.sock
+	CertificateAuthorityData []byte `json:"certificate-authority-data"`
+}
+
+// specV1 is the spec of v1 and v1beta1: interactive is always present. lockFilePath is the
+// exec proxy extension; client-go never sends it.
 type specV1 struct {
-	Cluster     *Cluster `json:"cluster,omitempty"`
-	Interactive bool     `json:"interactive"`
+	Cluster      *Cluster `json:"cluster,omitempty"`
+	Interactive  bool     `json:"interactive"`
+	LockFilePath string   `json:"lockFilePath,omitempty"`
 }
 
 // specV1alpha1 is the spec of the original design: interactive only when true, and the

@@ -40,17 +40,22 @@ func (o *kubeconfigOptions) restConfig() (*rest.Config, error) {
 // authenticator returns an Authenticator for the context's exec plugin, with everything
 // beyond client-go turned on, or nil when the context has no exec plugin or static
 // credentials take precedence.
-func (o *kubeconfigOptions) authenticator(g *globals, cfg *rest.Config, stdinUnavailable string) (*execcred.Authenticator, error) {
+func (o *kubeconfigOptions) authenticator(g *globals, cfg *rest.Config, stdinUnavailable, lockFile string) (*execcred.Authenticator, error) {
 	if cfg.ExecProvider == nil || execcred.HasStaticCredentials(cfg) {
 		return nil, nil
 	}
+	ec, err := execcred.FromRESTConfig(cfg)
+	if err != nil {
+		return nil, invalidConfig(err)
+	}
+	ec.LockFilePath = lockFile
 	host := execcred.Host{
 		Timeout:                 o.timeout,
 		Stdin:                   stdinFile(g),
 		StdinUnavailable:        stdinUnavailable != "",
 		StdinUnavailableMessage: stdinUnavailable,
 	}
-	a, err := execcred.NewForRESTConfig(cfg, execcred.Options{
+	a, err := execcred.New(*ec, execcred.Options{
 		Host:    host,
 		Backoff: execcred.Backoff{Initial: time.Second, Max: time.Minute},
 		Logger:  g.log,

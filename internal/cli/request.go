@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 
-	"github.com/kplug/kplug/execcred"
 )
 
 type requestOptions struct {
@@ -64,14 +63,12 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 	if o.data == "-" {
 		stdinUse = "used by the request body (--data -)"
 	}
-	a, err := o.kubeconfig.authenticator(g, cfg, stdinUse)
+	session, err := o.kubeconfig.connect(ctx, g, cfg, stdinUse)
 	if err != nil {
 		return err
 	}
-	rt, err := execcred.HTTPTransport(cfg, a, true)
-	if err != nil {
-		return invalidConfig(err)
-	}
+	defer session.close()
+	rt := session.rt
 	method := o.method
 	if method == "" {
 		method = http.MethodGet

@@ -95,6 +95,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newVersionCommand(g))
 	root.AddCommand(newCredentialCommand(g))
 	root.AddCommand(newRequestCommand(g))
+	root.AddCommand(newProxyPluginCommand(g))
 	return root
 }
 

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"fmt"
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
+)
+
+// newHandler forwards every request to the upstream API server.
+func newHandler(o Options) (http.Handler, error) {
+	target, err := url.Parse(o.Upstream.Host)
+	if err != nil || target.Host == "" {
+		return nil, fmt.Errorf("exec proxy: invalid API server URL %q", o.Upstream.Host)
+	}
+	streams, upgrades, err := upstreamTransports(o)
+	if err != nil {
+		return nil, err
+	}
+	m := o.Metrics
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+		},
+		Transport:     &upgradeAware{streams: streams, upgrades: upgrades, modify: o.ModifyRequest},
+		FlushInterval: -1, // watches and logs -f: every write reaches the client at once
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if o.Logger != nil {
+				o.Logger.Warn("exec proxy: upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+			}
+			m.observeError()
+			writeStatus(w, http.StatusBadGateway, fmt.Sprintf("exec proxy: %s %s: %v", r.Method, r.URL.Path, err))
+		},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		rp.ServeHTTP(rec, r)
+		m.observe(r.Method, rec.code, time.Since(start))
+	}), nil
+}
+
+// upstreamTransports returns the transport for ordinary requests (HTTP/2 when the server
+// offers it) and an HTTP/1.1-only one for upgrades: SPDY cannot run over HTTP/2.
+func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error) {
+	cfg := rest.CopyConfig(o.Upstream)
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("exec proxy: upstream TLS: %w", err)
+	}
+	if tlsConfig != nil && o.GetClientCertificate != nil {
+		tlsConfig.GetClientCertificate = o.GetClientCertificate
+	}
+	proxy := cfg.Proxy
+	if proxy == nil {
+		proxy = http.ProxyFromEnvironment
+	}
+	streams = &http.Transport{Proxy: proxy, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32}
+	upgrades = &http.Transport{Proxy: proxy, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+	if tlsConfig != nil {
+		h1 := tlsConfig.Clone()
+		h1.NextProtos = []string{"http/1.1"}
+		upgrades.TLSClientConfig = h1
+	}
+	return streams, upgrades, nil
+}
+
+// upgradeAware sends upgrade requests over HTTP/1.1 and lets the plugin modify requests.
+type upgradeAware struct {
+	streams, upgrades http.RoundTripper
+	modify            func(*http.Request) error
+}
+
+func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
+	if u.modify != nil {
+		if err := u.modify(req); err != nil {
+			return nil, fmt.Errorf("modifying the request: %w", err)
+		}
+	}
+	if httpstream.IsUpgradeRequest(req) {
+		return u.upgrades.RoundTrip(req)
+	}
+	return u.streams.RoundTrip(req)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// writeStatus answers with a Kubernetes Status object, which clients print as they are.
+func writeStatus(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(msg)
+	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%s,"code":%d}`+"\n", b, code)
+}

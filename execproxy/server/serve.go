@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"k8s.io/client-go/rest"
+
+	"github.com/kplug/kplug/execcred"
+)
+
+// Options configure Serve.
+type Options struct {
+	// Upstream is the API server to forward to: Host, TLS settings and Proxy, e.g. from
+	// plugin.Info.RESTConfig(). Without Proxy, HTTP(S)_PROXY and NO_PROXY apply.
+	Upstream *rest.Config
+	// LockFilePath is the client's spec.lockFilePath; Serve returns once the client no
+	// longer holds its lock. Required.
+	LockFilePath string
+	// SocketDir holds the socket (created 0700); stale sockets in it are removed.
+	SocketDir string
+	// IdentityFile, if set, keeps the proxy's CA and certificates (0600), so that a proxy
+	// restarted for the same client keeps what the client trusts.
+	IdentityFile string
+	// IdleTimeout, if positive, ends Serve after that long without a connection.
+	IdleTimeout time.Duration
+	// ModifyRequest, if set, may change each outgoing request (add headers, sign it).
+	ModifyRequest func(*http.Request) error
+	// GetClientCertificate, if set, presents a TLS client certificate to the API server,
+	// e.g. one whose key is a crypto.Signer held in hardware.
+	GetClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+	// Ready is called once the proxy listens, with the ExecCredential status the plugin
+	// must print (apiVersion and kind are the plugin's to add).
+	Ready func(*execcred.Status)
+	// Logger receives proxy errors; nil discards them.
+	Logger *slog.Logger
+	// Metrics, if set, records requests, errors and latency.
+	Metrics *Metrics
+}
+
+// lockPoll is how often Serve checks whether its client is gone.
+const lockPoll = 200 * time.Millisecond
+
+// Serve runs the proxy until ctx ends, the client's lock is released, or the idle timeout
+// passes. It removes its socket before returning.
+func Serve(ctx context.Context, o Options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	handler, err := newHandler(o)
+	if err != nil {
+		return err
+	}
+	id, err := loadOrCreateIdentity(o.IdentityFile)
+	if err != nil {
+		return err
+	}
+	tlsConfig, err := id.tlsConfig()
+	if err != nil {
+		return err
+	}
+	ln, path, err := listen(o.SocketDir)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := newIdleTracker(o.IdleTimeout, func() { cancel(errIdle) })
+	srv := &http.Server{
+		Handler:           handler,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 30 * time.Second, // no Read/WriteTimeout: they would cut watches and exec sessions
+		ConnState:         idle.connState,
+		ErrorLog:          nil,
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { waitForClientExit(ctx, o.LockFilePath, cancel) })
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- srv.ServeTLS(ln, "", "") })
+
+	if o.Ready != nil {
+		o.Ready(&execcred.Status{
+			ClientCertificateData: string(id.ClientCert),
+			ClientKeyData:         string(id.ClientKey),
+			ProxyConfig:           &execcred.ProxyConfig{URL: "unix://" + path, CertificateAuthorityData: id.CAPEM},
+		})
+	}
+	var err2 error
+	select {
+	case <-ctx.Done():
+	case err2 = <-serveErr:
+		cancel(err2)
+	}
+	idle.stop()
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = srv.Shutdown(shutdownCtx)
+	done()
+	_ = srv.Close() // hijacked upgrade connections are not closed by Shutdown
+	wg.Wait()
+	if errors.Is(err2, http.ErrServerClosed) {
+		err2 = nil
+	}
+	cause := context.Cause(ctx)
+	switch {
+	case err2 != nil:
+		return fmt.Errorf("exec proxy: serving %s: %w", path, err2)
+	case errors.Is(cause, errClientGone), errors.Is(cause, errIdle), errors.Is(cause, context.Canceled):
+		return nil
+	}
+	return cause
+}
+
+var (
+	errClientGone = errors.New("client exited")
+	errIdle       = errors.New("idle timeout")
+)
+
+func (o *Options) validate() error {
+	switch {
+	case o.LockFilePath == "":
+		return errors.New("exec proxy: no lock file: the client did not send spec.lockFilePath, so it does not support exec proxies (KEP-2718); run it through `kplug run -- <client>` or use `kplug request`")
+	case o.Upstream == nil || o.Upstream.Host == "":
+		return errors.New("exec proxy: no API server to forward to: set provideClusterInfo: true in the kubeconfig's exec block")
+	case o.SocketDir == "":
+		return errors.New("exec proxy: SocketDir is empty")
+	}
+	return nil
+}
+
+// waitForClientExit cancels ctx once the lock on path can be taken: the client holds it
+// exclusively for as long as it lives, and the kernel releases it when the client dies.
+func waitForClientExit(ctx context.Context, path string, cancel context.CancelCauseFunc) {
+	lock := flock.New(path)
+	defer lock.Close()
+	ok, err := lock.TryLockContext(ctx, lockPoll)
+	if ok {
+		_ = lock.Unlock()
+		cancel(errClientGone)
+		return
+	}
+	if err != nil && ctx.Err() == nil {
+		cancel(fmt.Errorf("exec proxy: watching the client's lock file %s: %w", path, err))
+	}
+}
+
+// listen creates a socket with a fresh name in dir (0700), readable only by its owner.
+func listen(dir string) (net.Listener, string, error) {
+	if err := ensurePrivateDir(dir); err != nil {
+		return nil, "", err
+	}
+	removeStaleSockets(dir)
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(dir, "proxy-"+hex.EncodeToString(b)+".sock")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "unix", path)
+	if err != nil {
+		return nil, "", fmt.Errorf("exec proxy: listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, "", err
+	}
+	return ln, path, nil
+}
+
+// removeStaleSockets unlinks sockets in dir that nothing listens on any more (a proxy that
+// was killed). A socket that accepts a connection is live and left alone.
+func removeStaleSockets(dir string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "proxy-*.sock"))
+	for _, m := range matches {
+		d := net.Dialer{Timeout: time.Second}
+		conn, err := d.DialContext(context.Background(), "unix", m)
+		if err == nil {
+			_ = conn.Close()
+			continue
+		}
+		_ = os.Remove(m)
+	}
+}
+
+// idleTracker fires after timeout with no open connection.
+type idleTracker struct {
+	mu      sync.Mutex
+	timeout time.Duration
+	active  int
+	timer   *time.Timer
+}
+
+func newIdleTracker(timeout time.Duration, fire func()) *idleTracker {
+	t := &idleTracker{timeout: timeout}
+	if timeout > 0 {
+		t.timer = time.AfterFunc(timeout, fire)
+	}
+	return t
+}
+
+func (t *idleTracker) connState(_ net.Conn, state http.ConnState) {
+	if t.timer == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		t.active++
+		t.timer.Stop()
+	case http.StateClosed, http.StateHijacked:
+		t.active--
+		if t.active == 0 {
+			t.timer.Reset(t.timeout)
+		}
+	}
+}
+
+func (t *idleTracker) stop() {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}

@@ -1,0 +1,15 @@
+//go:build unix
+
+package cli
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// detach starts cmd in a session of its own, so that it survives the launcher and the
+// terminal's signals, with stdin on the null device.
+func detach(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Stdin = nil
+}

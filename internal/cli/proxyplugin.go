@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execproxy"
+	"github.com/kplug/kplug/execproxy/server"
+)
+
+type proxyPluginOptions struct {
+	headers     []string
+	clientCert  string
+	clientKey   string
+	idleTimeout time.Duration
+	metricsAddr string
+	daemon      bool
+}
+
+func (o *proxyPluginOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringArrayVar(&o.headers, "header", nil, "add a header to every request, as NAME=VALUE (repeatable)")
+	f.StringVar(&o.clientCert, "client-cert", "", "PEM certificate for TLS client authentication to the API server")
+	f.StringVar(&o.clientKey, "client-key", "", "PEM private key of --client-cert")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "exit after this long without connections (0: only when the client exits)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9102")
+	f.BoolVar(&o.daemon, "daemon", false, "internal: serve in the foreground; the plugin starts itself this way")
+	_ = f.MarkHidden("daemon")
+}
+
+func newProxyPluginCommand(g *globals) *cobra.Command {
+	o := &proxyPluginOptions{}
+	cmd := &cobra.Command{
+		Use:   "proxy-plugin",
+		Short: "Reference exec proxy plugin (KEP-2718): forward a client's API traffic, adding headers or a client certificate",
+		Long: `An exec credential plugin that answers with an exec proxy (docs/exec-proxy.md): it starts
+a proxy on a private unix socket, which forwards the client's requests to the API server
+and can add headers (--header) and authenticate with a TLS client certificate
+(--client-cert, --client-key). It is meant to be named in a kubeconfig's exec block, with
+provideClusterInfo: true, and run by a client that supports exec proxies (kplug request,
+kplug run, the execproxy package). The proxy exits when its client exits.`,
+		Example: `users:
+- name: proxied
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: kplug
+      args: [proxy-plugin, --client-cert, /etc/kplug/me.crt, --client-key, /etc/kplug/me.key]
+      provideClusterInfo: true
+      interactiveMode: Never`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), g, cmd.OutOrStdout())
+		},
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+func (o *proxyPluginOptions) run(ctx context.Context, g *globals, out io.Writer) error {
+	info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
+	if err != nil {
+		return err
+	}
+	serveOpts, err := o.serveOptions(g, info)
+	if err != nil {
+		return err
+	}
+	if !o.daemon {
+		return launch(ctx, out, serveOpts.LockFilePath)
+	}
+	serveOpts.Ready = func(s *execcred.Status) {
+		// The answer is the only thing this process writes to stdout; closing stdout tells
+		// the launcher it is complete.
+		_ = json.NewEncoder(out).Encode(execcred.ExecCredential{Kind: execcred.Kind, APIVersion: info.APIVersion, Spec: struct{}{}, Status: s})
+		if f, ok := out.(*os.File); ok {
+			_ = f.Close()
+		}
+	}
+	if o.metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		if serveOpts.Metrics, err = server.NewMetrics(reg); err != nil {
+			return err
+		}
+		stop, err := serveMetrics(o.metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	return server.Serve(ctx, serveOpts)
+}
+
+func (o *proxyPluginOptions) serveOptions(g *globals, info *plugin.Info) (server.Options, error) {
+	spec, err := execLockFile(os.Getenv(execcred.InfoEnv))
+	if err != nil {
+		return server.Options{}, err
+	}
+	upstream, err := info.RESTConfig()
+	if err != nil && spec != "" {
+		return server.Options{}, invalidConfig(err)
+	}
+	so := server.Options{
+		Upstream:     upstream,
+		LockFilePath: spec,
+		SocketDir:    execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")),
+		IdentityFile: spec + ".identity",
+		IdleTimeout:  o.idleTimeout,
+		Logger:       g.log,
+	}
+	if spec == "" {
+		so.IdentityFile = ""
+	}
+	headers := http.Header{}
+	for _, h := range o.headers {
+		name, value, ok := strings.Cut(h, "=")
+		if !ok || name == "" {
+			return so, &usageError{err: fmt.Errorf("invalid --header %q: want NAME=VALUE", h), showHelp: true}
+		}
+		headers.Add(name, value)
+	}
+	if len(headers) > 0 {
+		so.ModifyRequest = func(r *http.Request) error {
+			for name, values := range headers {
+				r.Header[http.CanonicalHeaderKey(name)] = values
+			}
+			return nil
+		}
+	}
+	if (o.clientCert == "") != (o.clientKey == "") {
+		return so, &usageError{err: errors.New("--client-cert and --client-key go together"), showHelp: true}
+	}
+	if o.clientCert != "" {
+		pair, err := tls.LoadX509KeyPair(o.clientCert, o.clientKey)
+		if err != nil {
+			return so, invalidConfig(fmt.Errorf("loading --client-cert and --client-key: %w", err))
+		}
+		so.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+	}
+	if spec == "" {
+		return so, errors.New("exec proxy: no lock file: the client did not send spec.lockFilePath, so it does not support exec proxies (KEP-2718); run it through `kplug run -- <client>` or use `kplug request`")
+	}
+	return so, nil
+}
+
+// execLockFile reads spec.lockFilePath, the exec proxy extension, from KUBERNETES_EXEC_INFO.
+func execLockFile(info string) (string, error) {
+	if info == "" {
+		return "", nil
+	}
+	var in struct {
+		Spec struct {
+			LockFilePath string `json:"lockFilePath"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(info), &in); err != nil {
+		return "", fmt.Errorf("%s: %w", execcred.InfoEnv, err)
+	}
+	return in.Spec.LockFilePath, nil
+}
+
+// launch starts this command again as a detached daemon, waits for its answer and prints
+// it. The daemon's log goes beside the client's lock file.
+func launch(ctx context.Context, out io.Writer, lockFile string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(lockFile+".log", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600) //nolint:gosec // the client's lock file
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	// The daemon outlives this launcher by design, so no context may kill it.
+	cmd := exec.Command(self, append(os.Args[1:], "--daemon")...) //nolint:gosec,noctx // ourselves, detached
+	cmd.Stderr = logFile
+	detach(cmd)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec proxy: starting the proxy: %w", err)
+	}
+	// The answer is complete when the daemon closes stdout, after printing it or by dying.
+	answer := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(stdout, 1<<20))
+		answer <- b
+	}()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	var b []byte
+	select {
+	case b = <-answer:
+	case <-timer.C:
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("exec proxy: the proxy did not answer within 30s; see %s.log", lockFile)
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		return ctx.Err()
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		_ = cmd.Wait() // it has exited: reap it
+		logTail, _ := os.ReadFile(lockFile + ".log") //nolint:gosec // the log we just wrote
+		return fmt.Errorf("exec proxy: the proxy exited without answering: %s", strings.TrimSpace(string(logTail)))
+	}
+	_ = cmd.Process.Release()
+	_, err = out.Write(b)
+	return err
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry) (func(), error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
+}

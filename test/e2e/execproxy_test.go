@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/test/e2e/framework"
+)
+
+// proxyKubeconfig writes a kubeconfig whose users run `kplug proxy-plugin` with args.
+func proxyKubeconfig(t *testing.T, cp *framework.ControlPlane, kplug, dir string, users map[string][]string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cluster := clientcmdapi.NewCluster()
+	cluster.Server = cp.Servers[0].URL
+	cluster.CertificateAuthorityData = cp.PKI.ClusterCA.CertPEM
+	cfg.Clusters["e2e"] = cluster
+	for name, args := range users {
+		auth := clientcmdapi.NewAuthInfo()
+		auth.Exec = &clientcmdapi.ExecConfig{
+			APIVersion:         execcred.V1,
+			Command:            kplug,
+			Args:               append([]string{"proxy-plugin"}, args...),
+			ProvideClusterInfo: true,
+			InteractiveMode:    clientcmdapi.NeverExecInteractiveMode,
+		}
+		cfg.AuthInfos[name] = auth
+		ctx := clientcmdapi.NewContext()
+		ctx.Cluster, ctx.AuthInfo = "e2e", name
+		cfg.Contexts[name] = ctx
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestExecProxy sends requests through kplug's reference exec proxy, which authenticates
+// them to the real apiserver with an injected header or a client certificate.
+func TestExecProxy(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{})
+	dir := t.TempDir()
+	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	runtimeDir := filepath.Join(dir, "run")
+	t.Setenv("XDG_RUNTIME_DIR", runtimeDir) // for the kplug processes below
+	kubeconfig := proxyKubeconfig(t, cp, kplug, dir, map[string][]string{
+		"header": {"--header", "Authorization=Bearer " + cp.TokenUser.Token},
+		"cert":   {"--client-cert", cp.CertUser.Cert.CertFile, "--client-key", cp.CertUser.Cert.KeyFile},
+	})
+	for _, tt := range []struct{ context, user string }{{"header", "bob"}, {"cert", "alice"}} {
+		out, errOut, err := run(t, kplug, "request", "--kubeconfig", kubeconfig, "--context", tt.context,
+			"/apis/authentication.k8s.io/v1/selfsubjectreviews", "-d", selfSubjectReview)
+		if err != nil || !strings.Contains(out, `"username":"`+tt.user+`"`) {
+			t.Errorf("kplug request through the %s proxy: %q, %v\n%s", tt.context, out, err, errOut)
+		}
+	}
+	// Each client's proxy exits with it: no socket is left behind.
+	waitNoSockets(t, filepath.Join(runtimeDir, "kplug"))
+}
+
+// waitNoSockets waits until no proxy socket is left in dir: every proxy has exited.
+func waitNoSockets(t *testing.T, dir string) {
+	t.Helper()
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		left, _ = filepath.Glob(filepath.Join(dir, "proxy-*.sock"))
+		if len(left) == 0 {
+			return
+		}
+	}
+	out, _ := exec.Command("sh", "-c", "ps -eo pid,args | grep proxy-plugin | grep -v grep").CombinedOutput()
+	t.Errorf("proxies still running: sockets %v\n%s", left, out)
+	_ = os.RemoveAll(dir)
+}
