@@ -47,6 +47,13 @@ func execute(ctx context.Context, root *cobra.Command, args []string, streams IO
 	if err == nil {
 		return ExitOK
 	}
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		if ec.code < 0 {
+			return ExitFailure // killed by a signal
+		}
+		return ec.code
+	}
 	fmt.Fprintf(streams.Err, "Error: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -96,6 +103,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newCredentialCommand(g))
 	root.AddCommand(newRequestCommand(g))
 	root.AddCommand(newProxyPluginCommand(g))
+	root.AddCommand(newRunCommand(g))
 	return root
 }
 

@@ -64,20 +64,62 @@ func TestExecProxy(t *testing.T) {
 		}
 	}
 	// Each client's proxy exits with it: no socket is left behind.
-	waitNoSockets(t, filepath.Join(runtimeDir, "kplug"))
+	waitNoSockets(t, filepath.Join(runtimeDir, "kplug"), 2*time.Second)
+
+	kubectl := filepath.Join(cp.BinDir, "kubectl")
+	whoami := kubectl + " auth whoami -o jsonpath={.status.userInfo.username}"
+	t.Run("unmodified kubectl through kplug run", func(t *testing.T) {
+		out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "cert", "--", "sh", "-c", whoami)
+		if err != nil || out != "alice" {
+			t.Errorf("kplug run -- kubectl auth whoami: %q, %v\n%s", out, err, errOut)
+		}
+		_, _, err = run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "cert", "--", "sh", "-c", "exit 7")
+		if code := exitCode(err); code != 7 {
+			t.Errorf("kplug run -- sh -c 'exit 7' exited %d, want 7", code)
+		}
+	})
+
+	t.Run("a killed proxy is started again", func(t *testing.T) {
+		script := whoami + `; echo; pkill -9 -f "proxy-plugin --head[e]r"; sleep 0.5; ` + whoami
+		out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "header", "--", "sh", "-c", script)
+		if err != nil || out != "bob\nbob" {
+			t.Errorf("whoami, kill the proxy, whoami: %q, %v\n%s", out, err, errOut)
+		}
+	})
+
+	t.Run("the proxy exits when its client is killed", func(t *testing.T) {
+		client := exec.Command(kplug, "run", "--kubeconfig", kubeconfig, "--context", "header", "--", "sleep", "60")
+		if err := client.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sockets := filepath.Join(runtimeDir, "kplug", "proxy-*.sock")
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if m, _ := filepath.Glob(sockets); len(m) > 0 {
+				break
+			}
+		}
+		if m, _ := filepath.Glob(sockets); len(m) == 0 {
+			t.Fatal("the proxy never started")
+		}
+		_ = client.Process.Kill() // SIGKILL: no cleanup runs in the client
+		_ = client.Wait()
+		waitNoSockets(t, filepath.Join(runtimeDir, "kplug"), 2*time.Second)
+		_ = exec.Command("pkill", "-f", "sleep 60").Run() // the client's child, orphaned by SIGKILL
+	})
 }
 
 // waitNoSockets waits until no proxy socket is left in dir: every proxy has exited.
-func waitNoSockets(t *testing.T, dir string) {
+func waitNoSockets(t *testing.T, dir string, within time.Duration) {
 	t.Helper()
 	var left []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		left, _ = filepath.Glob(filepath.Join(dir, "proxy-*.sock"))
 		if len(left) == 0 {
 			return
 		}
 	}
 	out, _ := exec.Command("sh", "-c", "ps -eo pid,args | grep proxy-plugin | grep -v grep").CombinedOutput()
-	t.Errorf("proxies still running: sockets %v\n%s", left, out)
+	t.Errorf("proxies still running after %v: sockets %v\n%s", within, left, out)
+	_ = exec.Command("pkill", "-9", "-f", "/kplug proxy-plugin").Run()
 	_ = os.RemoveAll(dir)
 }
