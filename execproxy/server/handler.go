@@ -1,15 +1,15 @@
 package server
 
 import (
-	"fmt"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 )
 
@@ -84,7 +84,7 @@ func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("modifying the request: %w", err)
 		}
 	}
-	if httpstream.IsUpgradeRequest(req) {
+	if isUpgrade(req) {
 		return u.upgrades.RoundTrip(req)
 	}
 	return u.streams.RoundTrip(req)
@@ -109,4 +109,16 @@ func writeStatus(w http.ResponseWriter, code int, msg string) {
 	w.WriteHeader(code)
 	b, _ := json.Marshal(msg)
 	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%s,"code":%d}`+"\n", b, code)
+}
+
+// isUpgrade reports whether req asks to switch protocols (SPDY, WebSocket).
+func isUpgrade(req *http.Request) bool {
+	for _, v := range req.Header.Values("Connection") {
+		for _, token := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -49,7 +49,8 @@ func loadOrCreateIdentity(path string) (*identity, error) {
 		return nil, err
 	}
 	if path != "" {
-		b, err := json.Marshal(id)
+		b, err := json.Marshal(id) //nolint:gosec // stored 0600 for this user's own proxy, by design
+
 		if err != nil {
 			return nil, err
 		}

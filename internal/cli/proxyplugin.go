@@ -218,7 +218,7 @@ func launch(ctx context.Context, out io.Writer, lockFile string) error {
 		return ctx.Err()
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		_ = cmd.Wait() // it has exited: reap it
+		_ = cmd.Wait()                               // it has exited: reap it
 		logTail, _ := os.ReadFile(lockFile + ".log") //nolint:gosec // the log we just wrote
 		return fmt.Errorf("exec proxy: the proxy exited without answering: %s", strings.TrimSpace(string(logTail)))
 	}

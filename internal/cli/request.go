@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-
 )
 
 type requestOptions struct {

@@ -64,7 +64,7 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg.Host, session.cred, session.bridge), kubeconfig); err != nil {
 		return err
 	}
-	if err := os.Chmod(kubeconfig, 0o600); err != nil {
+	if err := os.Chmod(kubeconfig, 0o600); err != nil { //nolint:gosec // a file in the directory MkdirTemp just made
 		return err
 	}
 	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.bridge.URL)

@@ -1,0 +1,334 @@
+//go:build unix
+
+package execproxy_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	"k8s.io/client-go/rest"
+
+	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execproxy"
+	"github.com/kplug/kplug/execproxy/server"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// upstream is a stand-in API server for the proxy unit tests: it echoes what it received,
+// streams, and accepts a protocol upgrade.
+func upstream(t *testing.T) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/watch": // one event now, one after the client says so
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintln(w, `{"type":"ADDED"}`)
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+		case "/upgrade":
+			if r.Header.Get("Upgrade") != "echo" || r.ProtoMajor != 1 {
+				http.Error(w, "want an HTTP/1.1 echo upgrade", http.StatusBadRequest)
+				return
+			}
+			conn, rw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			_ = rw.Flush()
+			line, _ := rw.ReadString('\n')
+			_, _ = rw.WriteString("echo: " + line)
+			_ = rw.Flush()
+		default:
+			fmt.Fprintf(w, "%s %s auth=%q injected=%q proto=%s", r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Injected"), r.Proto)
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type running struct {
+	status *execcred.Status
+	done   chan error
+	cancel context.CancelFunc
+	lock   *execproxy.Lock
+	dir    string
+}
+
+// serve starts a proxy for a client holding a fresh lock, as a plugin would.
+func serve(t *testing.T, up *httptest.Server, mutate func(*server.Options)) *running {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kp") // short: socket paths are limited to ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	lock, err := execproxy.NewLock(filepath.Join(dir, "client"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw})
+	ready := make(chan *execcred.Status, 1)
+	o := server.Options{
+		Upstream:     &rest.Config{Host: up.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}},
+		LockFilePath: lock.Path,
+		SocketDir:    filepath.Join(dir, "proxy"),
+		Ready:        func(s *execcred.Status) { ready <- s },
+	}
+	if mutate != nil {
+		mutate(&o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{done: make(chan error, 1), cancel: cancel, lock: lock, dir: dir}
+	go func() { r.done <- server.Serve(ctx, o) }()
+	select {
+	case r.status = <-ready:
+	case err := <-r.done:
+		t.Fatalf("Serve: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-r.done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		_ = lock.Close()
+	})
+	return r
+}
+
+func (r *running) credential(t *testing.T) *execcred.Credential {
+	t.Helper()
+	out, err := json.Marshal(execcred.ExecCredential{Kind: execcred.Kind, APIVersion: execcred.V1, Spec: struct{}{}, Status: r.status})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := execcred.DecodeOutput(execcred.V1, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+// client returns an HTTP client that reaches up through the proxy and a bridge.
+func client(t *testing.T, r *running, upURL string) (*http.Client, *execproxy.Bridge) {
+	t.Helper()
+	cred := r.credential(t)
+	b, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	cfg, err := execproxy.ConfigFor(&rest.Config{Host: upURL, BearerToken: "must-not-reach-the-proxy"}, cred, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: rt, Timeout: 10 * time.Second}
+	t.Cleanup(c.CloseIdleConnections)
+	return c, b
+}
+
+func get(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestForwardsAndModifiesRequests(t *testing.T) {
+	up := upstream(t)
+	reg := prometheus.NewPedanticRegistry()
+	m, err := server.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := serve(t, up, func(o *server.Options) {
+		o.ModifyRequest = func(req *http.Request) error { req.Header.Set("X-Injected", "by-plugin"); return nil }
+		o.Metrics = m
+	})
+	c, _ := client(t, r, up.URL)
+	if got, want := get(t, c, up.URL+"/api/v1/pods"), `GET /api/v1/pods auth="" injected="by-plugin" proto=HTTP/2.0`; got != want {
+		t.Errorf("upstream saw %q, want %q", got, want)
+	}
+	if n, err := testutil.GatherAndCount(reg, "kplug_exec_proxy_requests_total"); err != nil || n != 1 {
+		t.Errorf("kplug_exec_proxy_requests_total series = %d, %v", n, err)
+	}
+}
+
+func TestWatchEventsArriveUnbuffered(t *testing.T) {
+	up := upstream(t)
+	r := serve(t, up, nil)
+	c, _ := client(t, r, up.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/watch", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// The upstream holds the response open; the first event must still arrive.
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "{\"type\":\"ADDED\"}\n" {
+		t.Errorf("first event %q, %v", line, err)
+	}
+}
+
+func TestUpgradeThroughBothHops(t *testing.T) {
+	up := upstream(t)
+	r := serve(t, up, nil)
+	_, b := client(t, r, up.URL)
+	cred := r.credential(t)
+	// Speak HTTP/1.1 through the bridge's CONNECT tunnel and the proxy's TLS, as SPDY and
+	// WebSocket clients do.
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", strings.TrimPrefix(b.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", up.Listener.Addr(), up.Listener.Addr())
+	br := bufio.NewReader(conn)
+	if status, _ := br.ReadString('\n'); !strings.Contains(status, "200") {
+		t.Fatalf("CONNECT: %q", status)
+	}
+	for line, _ := br.ReadString('\n'); line != "\r\n" && line != ""; line, _ = br.ReadString('\n') {
+	}
+	tlsConn := tls.Client(&prefixConn{Conn: conn, r: br}, proxyTLS(t, cred))
+	fmt.Fprintf(tlsConn, "GET /upgrade HTTP/1.1\r\nHost: k\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	tr := bufio.NewReader(tlsConn)
+	status, err := tr.ReadString('\n')
+	if err != nil || !strings.Contains(status, "101") {
+		t.Fatalf("upgrade answered %q, %v", status, err)
+	}
+	for line, _ := tr.ReadString('\n'); line != "\r\n" && line != ""; line, _ = tr.ReadString('\n') {
+	}
+	fmt.Fprintf(tlsConn, "hello\n")
+	if got, _ := tr.ReadString('\n'); got != "echo: hello\n" {
+		t.Errorf("after the upgrade: %q", got)
+	}
+}
+
+func TestRefusesConnectionsWithoutTheIssuedCertificate(t *testing.T) {
+	up := upstream(t)
+	r := serve(t, up, nil)
+	cred := r.credential(t)
+	cfg := proxyTLS(t, cred)
+	cfg.Certificates, cfg.GetClientCertificate = nil, nil
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "unix", execproxy.SocketPath(cred.Proxy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tc := tls.Client(conn, cfg)
+	err = tc.Handshake()
+	if err == nil {
+		_, err = tc.Read(make([]byte, 1)) // TLS 1.3 reports the rejection after the handshake
+	}
+	if err == nil {
+		t.Error("the proxy accepted a client without a certificate")
+	}
+	info, err := os.Stat(execproxy.SocketPath(cred.Proxy))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, %v; want 0600", info.Mode().Perm(), err)
+	}
+}
+
+func TestServeEndsWhenTheClientReleasesItsLock(t *testing.T) {
+	up := upstream(t)
+	r := serve(t, up, nil)
+	socket := execproxy.SocketPath(r.status.ProxyConfig)
+	if err := r.lock.Close(); err != nil { // what the kernel does when the client dies
+		t.Fatal(err)
+	}
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxy outlived its client")
+	}
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left behind: %v", err)
+	}
+}
+
+func TestIdleTimeoutAndStaleSockets(t *testing.T) {
+	up := upstream(t)
+	r := serve(t, up, func(o *server.Options) { o.IdleTimeout = 100 * time.Millisecond })
+	select {
+	case err := <-r.done:
+		r.done <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle proxy did not exit")
+	}
+	// A socket nobody listens on (a killed proxy) is removed by the next proxy; a live one stays.
+	stale := filepath.Join(r.dir, "proxy", "proxy-dead.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = ln.Close()
+	r2 := serve(t, up, func(o *server.Options) { o.SocketDir = filepath.Join(r.dir, "proxy") })
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale socket not removed: %v", err)
+	}
+	r3 := serve(t, up, func(o *server.Options) { o.SocketDir = filepath.Join(r.dir, "proxy") })
+	if _, err := os.Stat(execproxy.SocketPath(r2.status.ProxyConfig)); err != nil {
+		t.Errorf("a live proxy's socket was removed when another started: %v", err)
+	}
+	_ = r3
+}
+
+func TestRequiresLockFile(t *testing.T) {
+	err := server.Serve(context.Background(), server.Options{Upstream: &rest.Config{Host: "https://k"}, SocketDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "did not send spec.lockFilePath") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func proxyTLS(t *testing.T, cred *execcred.Credential) *tls.Config {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cred.Proxy.CertificateAuthorityData)
+	return &tls.Config{RootCAs: pool, ServerName: server.ServerName, Certificates: []tls.Certificate{*cred.Certificate}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
+}
+
+// prefixConn reads first what a bufio.Reader already buffered.
+type prefixConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
