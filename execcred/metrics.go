@@ -17,6 +17,7 @@ type Metrics struct {
 	calls    *prometheus.CounterVec
 	rotation prometheus.Histogram
 	ttl      prometheus.GaugeFunc
+	proxies  prometheus.Counter
 
 	mu       sync.Mutex
 	notAfter map[*Authenticator]time.Time // current leaf expiry of each authenticator with a certificate
@@ -35,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Histogram of the number of seconds the last auth exec plugin client certificate lived before being rotated.",
 			Buckets: []float64{600, 1800, 3600, 14400, 86400, 604800, 2592000, 7776000, 15552000, 31104000, 124416000},
 		}),
+		proxies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rest_client_exec_plugin_with_proxy_call_total",
+			Help: "Number of exec plugin calls that answered with an exec proxy (KEP-2718).",
+		}),
 		notAfter: map[*Authenticator]time.Time{},
 		now:      time.Now,
 	}
@@ -42,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "rest_client_exec_plugin_ttl_seconds",
 		Help: "Gauge of the shortest TTL (time-to-live) of the client certificate(s) managed by the auth exec plugin. The value is in seconds until certificate expiry (negative if already expired). If auth exec plugins are unused or manage no TLS certificates, the value will be +INF.",
 	}, m.ttlSeconds)
-	for _, c := range []prometheus.Collector{m.calls, m.rotation, m.ttl} {
+	for _, c := range []prometheus.Collector{m.calls, m.rotation, m.ttl, m.proxies} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -76,6 +81,9 @@ func (m *Metrics) observeCall(c execplugin.Call) {
 }
 
 func (m *Metrics) credentialChanged(a *Authenticator, old, cur *Credential, rotated bool, now time.Time) {
+	if cur.Proxy != nil {
+		m.proxies.Inc()
+	}
 	if rotated && old.Certificate != nil {
 		m.rotation.Observe(now.Sub(old.Certificate.Leaf.NotBefore).Seconds())
 	}
