@@ -332,3 +332,35 @@ type prefixConn struct {
 }
 
 func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+func TestStaleLockFilesAreRemoved(t *testing.T) {
+	dir := t.TempDir()
+	held, err := execproxy.NewLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	stale := filepath.Join(dir, "client-0000000000000000.lock")
+	for _, f := range []string{stale, stale + ".identity", stale + ".log"} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, f := range []string{stale, held.Path} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := execproxy.NewLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if left, _ := filepath.Glob(stale + "*"); len(left) != 0 {
+		t.Errorf("stale files left: %v", left)
+	}
+	if _, err := os.Stat(held.Path); err != nil {
+		t.Errorf("a held lock was removed: %v", err)
+	}
+}

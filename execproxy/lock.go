@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gofrs/flock"
 )
@@ -19,11 +20,13 @@ type Lock struct {
 	fl   *flock.Flock
 }
 
-// NewLock creates a lock file (0600) with a fresh name in dir (0700) and locks it.
+// NewLock creates a lock file (0600) with a fresh name in dir (0700) and locks it. Lock
+// files that clients killed with SIGKILL left behind are removed.
 func NewLock(dir string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("exec proxy: runtime directory: %w", err)
 	}
+	removeStaleLocks(dir)
 	b := make([]byte, 8)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
@@ -57,4 +60,23 @@ func RuntimeDir(xdgRuntimeDir string) string {
 		return filepath.Join(xdgRuntimeDir, "kplug")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("kplug-%d", os.Getuid()))
+}
+
+// staleAfter keeps a lock file that was just created, and may not be locked yet, from
+// being taken for a stale one.
+const staleAfter = time.Minute
+
+// removeStaleLocks removes lock files that nobody holds, and the files beside them.
+func removeStaleLocks(dir string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "client-*.lock"))
+	for _, m := range matches {
+		info, err := os.Stat(m)
+		if err != nil || time.Since(info.ModTime()) < staleAfter {
+			continue
+		}
+		fl := flock.New(m)
+		if ok, err := fl.TryLock(); err == nil && ok {
+			_ = (&Lock{Path: m, fl: fl}).Close()
+		}
+	}
 }
