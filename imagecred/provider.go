@@ -28,6 +28,8 @@ type provider struct {
 	now        func() time.Time
 	group      singleflight.Group
 	defaultTTL time.Duration
+	// beforeFlight, if set, is called as a caller joins the single-flight group (tests).
+	beforeFlight func()
 }
 
 // answer is what a provider contributes to a lookup.
@@ -122,6 +124,9 @@ func (p *provider) provideMatched(ctx context.Context, image string, pod *Pod) (
 	}
 	if err := p.failures.get(sfKey, p.now()); err != nil {
 		return nil, fmt.Errorf("%w: %w", errFailureCached, err)
+	}
+	if p.beforeFlight != nil {
+		p.beforeFlight()
 	}
 	v, err, _ := p.group.Do(sfKey, func() (any, error) {
 		return p.exec(ctx, image, sa.token, sa.annotations)
