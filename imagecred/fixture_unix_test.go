@@ -79,23 +79,6 @@ func (f *fixture) lookup(k *Keyring, image string, pod *Pod) []Credential {
 	return creds
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // fakeAccounts is an in-memory ServiceAccounts that hands out a new token per request and
 // counts calls. The real one is tested against kube-apiserver in test/e2e.
 type fakeAccounts struct {
