@@ -22,4 +22,3 @@ func (c *clock) advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 }
-

@@ -134,7 +134,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		"dupfield.json": `{"apiVersion":"kubelet.config.k8s.io/v1","kind":"CredentialProviderConfig","providers":[],"providers":[]}`,
 		"alphatoken.yaml": strings.Replace(strings.Replace(v1Config, "kubelet.config.k8s.io/v1", "kubelet.config.k8s.io/v1alpha1", 1),
 			"credentialprovider.kubelet.k8s.io/v1", "credentialprovider.kubelet.k8s.io/v1alpha1", 1),
-		"wrongkind.yaml": "apiVersion: kubelet.config.k8s.io/v1\nkind: WrongKind\n",
+		"wrongkind.yaml":  "apiVersion: kubelet.config.k8s.io/v1\nkind: WrongKind\n",
 		"kubeletcfg.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
 	})
 	dup := writeFiles(t, map[string]string{"1.yaml": v1Config, "2.yaml": v1Config})
@@ -221,9 +221,13 @@ func TestValidate(t *testing.T) {
 			a.RequireServiceAccount = &no
 			a.RequiredServiceAccountAnnotationKeys = []string{"a.io/b"}
 		}), "providers.tokenAttributes.requiredServiceAccountAnnotationKeys: Forbidden: requireServiceAccount cannot be false when requiredServiceAccountAnnotationKeys is set"},
-		{"invalid key", withTokens(func(a *kubeletv1.ServiceAccountTokenAttributes) { a.OptionalServiceAccountAnnotationKeys = []string{"cantendwithadash-"} }),
+		{"invalid key", withTokens(func(a *kubeletv1.ServiceAccountTokenAttributes) {
+			a.OptionalServiceAccountAnnotationKeys = []string{"cantendwithadash-"}
+		}),
 			`providers.tokenAttributes.optionalServiceAccountAnnotationKeys: Invalid value: "cantendwithadash-": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`},
-		{"uppercase key is valid", withTokens(func(a *kubeletv1.ServiceAccountTokenAttributes) { a.OptionalServiceAccountAnnotationKeys = []string{"Domain.IO/Key"} }), ""},
+		{"uppercase key is valid", withTokens(func(a *kubeletv1.ServiceAccountTokenAttributes) {
+			a.OptionalServiceAccountAnnotationKeys = []string{"Domain.IO/Key"}
+		}), ""},
 		{"duplicate key", withTokens(func(a *kubeletv1.ServiceAccountTokenAttributes) {
 			a.RequiredServiceAccountAnnotationKeys = []string{"now-with-dashes/simple", "now-with-dashes/simple"}
 		}), `providers.tokenAttributes.requiredServiceAccountAnnotationKeys: Duplicate value: "now-with-dashes/simple"`},
