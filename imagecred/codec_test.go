@@ -127,7 +127,7 @@ func FuzzKeyring(f *testing.F) {
 	f.Add("https://index.docker.io/v1/", "docker.io/library/nginx")
 	f.Add("*.registry.io/team", "a.registry.io/team/app")
 	f.Fuzz(func(t *testing.T, key, image string) {
-		var k keyring
+		k := keyring{locations: &locationCache{}}
 		k.add("p", nil, map[string]AuthConfig{key: {Username: "u"}})
 		for _, c := range k.lookup(image) {
 			if ok, _ := MatchImage(c.Key, image); !ok && c.Key != dockerHubKey {

@@ -53,6 +53,7 @@ type Options struct {
 // It is safe for concurrent use.
 type Keyring struct {
 	providers []*provider
+	locations *locationCache
 }
 
 // New checks the options as the kubelet does when it registers its plugins (the bin
@@ -94,7 +95,7 @@ func New(o Options) (*Keyring, error) {
 	}
 	runner := &execplugin.Runner{Environ: o.Environ, Stderr: o.PluginStderr}
 
-	k := &Keyring{}
+	k := &Keyring{locations: &locationCache{}}
 	for _, c := range o.Config.Providers {
 		path := filepath.Join(o.BinDir, c.Name)
 		if err := checkBinary(c.Name, path); err != nil {
@@ -102,7 +103,12 @@ func New(o Options) (*Keyring, error) {
 		}
 		p := &provider{
 			cfg: c, path: path, timeout: o.Timeout, runner: runner, cache: o.Cache,
-			failures: failures, accounts: o.ServiceAccounts, metrics: m, now: o.Now,
+			failures: failures, accounts: o.ServiceAccounts, metrics: m.forProvider(c.Name), now: o.Now,
+		}
+		for _, m := range c.MatchImages {
+			if l, err := parseLocation(m); err == nil {
+				p.patterns = append(p.patterns, l)
+			}
 		}
 		if c.DefaultCacheDuration != nil {
 			p.defaultTTL = c.DefaultCacheDuration.Duration
@@ -152,12 +158,16 @@ func (k *Keyring) Lookup(ctx context.Context, image string, pod *Pod) ([]Credent
 // A provider that fails contributes nothing, as in the kubelet; its error is returned,
 // joined with the others', next to whatever the other providers returned.
 func (k *Keyring) LookupRepository(ctx context.Context, repo string, pod *Pod) ([]Credential, error) {
+	parsed, err := k.locations.parse(repo)
+	if err != nil {
+		return nil, fmt.Errorf("imagecred: invalid repository %q: %w", repo, err)
+	}
 	var (
-		kr   keyring
+		kr   = keyring{locations: k.locations}
 		errs []error
 	)
 	for _, p := range k.providers {
-		ans, err := p.provide(ctx, repo, pod)
+		ans, err := p.provide(ctx, repo, parsed, pod)
 		if err != nil {
 			errs = append(errs, err)
 			continue

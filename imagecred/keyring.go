@@ -38,8 +38,10 @@ const dockerHubKey = "index.docker.io"
 // keyring is the kubelet's BasicDockerKeyring: credentials indexed by normalised auth key,
 // keys sorted in reverse so that longer paths and literal hosts come before wildcards.
 type keyring struct {
-	index []string
-	creds map[string][]Credential
+	locations *locationCache
+	index     []string
+	parsed map[string]location // parsed index keys; absent when a key does not parse
+	creds  map[string][]Credential
 }
 
 // add indexes one provider's answer. Keys that do not parse as URLs are skipped, as the
@@ -47,6 +49,7 @@ type keyring struct {
 func (k *keyring) add(provider string, sa *ServiceAccountCoordinates, auth map[string]AuthConfig) {
 	if k.creds == nil {
 		k.creds = map[string][]Credential{}
+		k.parsed = map[string]location{}
 	}
 	// The kubelet walks the map in random order; sorting makes equal keys deterministic.
 	locs := make([]string, 0, len(auth))
@@ -55,12 +58,15 @@ func (k *keyring) add(provider string, sa *ServiceAccountCoordinates, auth map[s
 	}
 	sort.Strings(locs)
 	for _, loc := range locs {
-		key, ok := authKey(loc)
+		key, ok := k.authKey(loc)
 		if !ok {
 			continue
 		}
 		if _, seen := k.creds[key]; !seen {
 			k.index = append(k.index, key)
+			if l, err := k.locations.parse(key); err == nil {
+				k.parsed[key] = l
+			}
 		}
 		k.creds[key] = append(k.creds[key], Credential{Key: key, Provider: provider, AuthConfig: auth[loc], ServiceAccount: sa})
 	}
@@ -68,10 +74,20 @@ func (k *keyring) add(provider string, sa *ServiceAccountCoordinates, auth map[s
 }
 
 // authKey normalises a key of a response's auth map as docker's ResolveAuthConfig does.
-func authKey(loc string) (string, bool) {
+func (k *keyring) authKey(loc string) (string, bool) {
 	if !strings.HasPrefix(loc, "https://") && !strings.HasPrefix(loc, "http://") {
 		loc = "https://" + loc
 	}
+	if v, ok := k.locations.authKeys.Load(loc); ok {
+		key := v.(string)
+		return key, key != ""
+	}
+	key, ok := authKey(loc)
+	k.locations.rememberKey(loc, key)
+	return key, ok
+}
+
+func authKey(loc string) (string, bool) {
 	u, err := url.Parse(loc)
 	if err != nil {
 		return "", false
@@ -90,9 +106,13 @@ func authKey(loc string) (string, bool) {
 // index.docker.io credentials for a Docker Hub image when nothing matches.
 func (k *keyring) lookup(image string) []Credential {
 	var out []Credential
-	for _, key := range k.index {
-		if ok, _ := MatchImage(key, image); ok {
-			out = append(out, k.creds[key]...)
+	if target, err := k.locations.parse(image); err == nil {
+		for _, key := range k.index {
+			if glob, ok := k.parsed[key]; ok {
+				if ok, _ := glob.match(target); ok {
+					out = append(out, k.creds[key]...)
+				}
+			}
 		}
 	}
 	if len(out) == 0 && isDockerHub(image) {

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/distribution/reference"
 )
@@ -25,43 +27,52 @@ func NormalizeImage(image string) (string, error) {
 // glob pattern as the kubelet matches matchImages entries and auth keys: the same port, the
 // same number of host labels with each label matched by filepath.Match (so "*.io" does not
 // match "a.b.io"), and the glob's path a plain string prefix of the target's path. Matching
-// is case-sensitive. An error means the glob holds a malformed character class.
+// is case-sensitive. An error means either side is not a valid URL once "https://" is put
+// in front, or the glob holds a malformed character class.
 func MatchImage(glob, target string) (bool, error) {
-	g, err := url.Parse("https://" + glob)
+	g, err := parseLocation(glob)
 	if err != nil {
 		return false, err
 	}
-	t, err := url.Parse("https://" + target)
+	t, err := parseLocation(target)
 	if err != nil {
 		return false, err
 	}
-	return urlsMatch(g, t)
+	return g.match(t)
 }
 
-func urlsMatch(glob, target *url.URL) (bool, error) {
-	globLabels, globPort := splitHost(glob.Host)
-	targetLabels, targetPort := splitHost(target.Host)
-	if globPort != targetPort || len(globLabels) != len(targetLabels) {
+// location is a pattern or an image split the way the kubelet compares them; parsing once
+// and matching many times is what keeps lookups cheap.
+type location struct {
+	labels []string
+	port   string
+	path   string
+}
+
+func parseLocation(s string) (location, error) {
+	u, err := url.Parse("https://" + s)
+	if err != nil {
+		return location{}, err
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		host, port = u.Host, ""
+	}
+	return location{labels: strings.Split(host, "."), port: port, path: u.Path}, nil
+}
+
+// match reports whether target matches l used as a glob.
+func (l location) match(target location) (bool, error) {
+	if l.port != target.port || len(l.labels) != len(target.labels) || !strings.HasPrefix(target.path, l.path) {
 		return false, nil
 	}
-	if !strings.HasPrefix(target.Path, glob.Path) {
-		return false, nil
-	}
-	for i, label := range globLabels {
-		ok, err := filepath.Match(label, targetLabels[i])
+	for i, label := range l.labels {
+		ok, err := filepath.Match(label, target.labels[i])
 		if err != nil || !ok {
 			return false, err
 		}
 	}
 	return true, nil
-}
-
-func splitHost(hostport string) (labels []string, port string) {
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host, port = hostport, ""
-	}
-	return strings.Split(host, "."), port
 }
 
 // registryOf is the cache key of cacheKeyType Registry: everything before the first slash,
@@ -85,4 +96,42 @@ func isDockerHub(image string) bool {
 		return true
 	}
 	return !strings.ContainsAny(first, ".:")
+}
+
+// locationCache remembers parsed auth keys and images. Both come from a small set in
+// practice (registries, repositories), and parsing them dominated cache-hit lookups. It
+// stops growing at maxCachedLocations, so hostile plugin output cannot grow it without bound.
+type locationCache struct {
+	m        sync.Map // string -> parsedLocation
+	authKeys sync.Map // auth key with scheme -> normalised key, "" when it does not parse
+	n        atomic.Int64
+}
+
+type parsedLocation struct {
+	loc location
+	err error
+}
+
+const maxCachedLocations = 4096
+
+func (c *locationCache) parse(s string) (location, error) {
+	if v, ok := c.m.Load(s); ok {
+		p := v.(parsedLocation)
+		return p.loc, p.err
+	}
+	loc, err := parseLocation(s)
+	if c.n.Load() < maxCachedLocations {
+		if _, loaded := c.m.LoadOrStore(s, parsedLocation{loc, err}); !loaded {
+			c.n.Add(1)
+		}
+	}
+	return loc, err
+}
+
+func (c *locationCache) rememberKey(loc, key string) {
+	if c.n.Load() < maxCachedLocations {
+		if _, loaded := c.authKeys.LoadOrStore(loc, key); !loaded {
+			c.n.Add(1)
+		}
+	}
 }

@@ -81,3 +81,18 @@ func (m *metrics) setConfigHash(hash string) {
 	m.configInfo.Reset()
 	m.configInfo.WithLabelValues(hash).Set(1)
 }
+
+// providerMetrics are one provider's series, resolved once.
+type providerMetrics struct {
+	errors, hits, misses prometheus.Counter
+	duration             prometheus.Observer
+}
+
+func (m *metrics) forProvider(name string) providerMetrics {
+	return providerMetrics{
+		errors:   m.errors.WithLabelValues(name),
+		hits:     m.hits.WithLabelValues(name),
+		misses:   m.misses.WithLabelValues(name),
+		duration: m.duration.WithLabelValues(name),
+	}
+}

@@ -18,13 +18,14 @@ import (
 // provider is one configured plugin with its cache and single-flight group.
 type provider struct {
 	cfg        kubeletv1.CredentialProvider
+	patterns   []location // cfg.MatchImages that parse; the others never match
 	path       string // binDir/name
 	timeout    time.Duration
 	runner     *execplugin.Runner
 	cache      Cache
 	failures   *failureCache
 	accounts   ServiceAccounts
-	metrics    *metrics
+	metrics    providerMetrics
 	now        func() time.Time
 	group      singleflight.Group
 	defaultTTL time.Duration
@@ -62,9 +63,9 @@ var (
 	errServiceAccountsMissing = errors.New("the provider needs service-account tokens but no Kubernetes client was configured (pass a kubeconfig)")
 )
 
-func (p *provider) matches(image string) bool {
-	for _, m := range p.cfg.MatchImages {
-		if ok, _ := MatchImage(m, image); ok {
+func (p *provider) matches(image location) bool {
+	for _, m := range p.patterns {
+		if ok, _ := m.match(image); ok {
 			return true
 		}
 	}
@@ -83,8 +84,8 @@ type saRequest struct {
 
 // provide returns the provider's credentials for a normalised image, or nil when the
 // provider does not match it.
-func (p *provider) provide(ctx context.Context, image string, pod *Pod) (*answer, error) {
-	if !p.matches(image) {
+func (p *provider) provide(ctx context.Context, image string, parsed location, pod *Pod) (*answer, error) {
+	if !p.matches(parsed) {
 		return nil, nil
 	}
 	ans, err := p.provideMatched(ctx, image, pod)
@@ -114,7 +115,7 @@ func (p *provider) provideMatched(ctx context.Context, image string, pod *Pod) (
 	if auth, ok, err := p.cached(image, sa.key); err != nil || ok {
 		return &answer{auth: auth, sa: sa.coords}, err
 	}
-	p.metrics.misses.WithLabelValues(p.cfg.Name).Inc()
+	p.metrics.misses.Inc()
 
 	sfKey := image
 	if sa.coords != nil {
@@ -220,7 +221,7 @@ func (p *provider) cached(image, saKey string) (map[string]AuthConfig, bool, err
 			p.cache.Delete(p.cfg.Name, key)
 			continue
 		}
-		p.metrics.hits.WithLabelValues(p.cfg.Name).Inc()
+		p.metrics.hits.Inc()
 		return e.Auth, true, nil
 	}
 	return nil, false, nil
@@ -244,11 +245,11 @@ func (p *provider) exec(ctx context.Context, image, token string, annotations ma
 		Stdin:   execplugin.BytesStdin(req),
 		Timeout: p.timeout,
 	})
-	p.metrics.duration.WithLabelValues(p.cfg.Name).Observe(time.Since(start).Seconds())
+	p.metrics.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		var canceled *execplugin.CanceledError
 		if !errors.As(err, &canceled) {
-			p.metrics.errors.WithLabelValues(p.cfg.Name).Inc()
+			p.metrics.errors.Inc()
 		}
 		return nil, err
 	}
