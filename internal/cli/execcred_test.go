@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -14,11 +13,11 @@ import (
 	"testing"
 )
 
-// pluginEnv makes the test binary a fake exec plugin that prints $FAKE_CREDENTIAL.
-const pluginEnv = "KPLUG_CLI_FAKE_PLUGIN"
+// execPluginEnv makes the test binary a fake exec plugin that prints $FAKE_CREDENTIAL.
+const execPluginEnv = "KPLUG_CLI_FAKE_PLUGIN"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(pluginEnv) != "" {
+	if os.Getenv(execPluginEnv) != "" {
 		fmt.Print(os.Getenv("FAKE_CREDENTIAL"))
 		os.Exit(0)
 	}
@@ -75,7 +74,7 @@ contexts:
 - name: static
   context: {cluster: c, user: static}
 current-context: exec
-`, srv.URL, caFile, os.Args[0], pluginEnv, credential)
+`, srv.URL, caFile, os.Args[0], execPluginEnv, credential)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
@@ -84,13 +83,6 @@ current-context: exec
 }
 
 const tokenCredential = `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"secret-token-0123456789abcdef","expirationTimestamp":"2099-01-02T03:04:05Z"}}`
-
-func runIn(t *testing.T, stdin string, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code := Run(context.Background(), args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errOut})
-	return code, out.String(), errOut.String()
-}
 
 func TestCredentialCommand(t *testing.T) {
 	t.Parallel()

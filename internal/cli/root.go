@@ -104,6 +104,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newRequestCommand(g))
 	root.AddCommand(newProxyPluginCommand(g))
 	root.AddCommand(newRunCommand(g))
+	root.AddCommand(newImageCredentialCommand(g))
 	return root
 }
 

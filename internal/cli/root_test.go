@@ -16,8 +16,14 @@ import (
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runIn(t, "", args...)
+}
+
+// runIn runs kplug with args and stdin, returning the exit code and both outputs.
+func runIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code = Run(context.Background(), args, IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	code = Run(context.Background(), args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errOut})
 	return code, out.String(), errOut.String()
 }
 

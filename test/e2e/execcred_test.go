@@ -84,7 +84,7 @@ func run(t *testing.T, name string, args ...string) (stdout, stderr string, err 
 	return out.String(), errOut.String(), err
 }
 
-func writeFile(t *testing.T, path string, data []byte) {
+func writeBytes(t *testing.T, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestExecCredentialPlugins(t *testing.T) {
 	buildBinary(t, filepath.Join(dir, "bin"), "./test/e2e/testplugin", "testplugin")
 	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
 	tokenFile := filepath.Join(dir, "token")
-	writeFile(t, tokenFile, []byte(cp.TokenUser.Token))
+	writeBytes(t, tokenFile, []byte(cp.TokenUser.Token))
 	kubeconfig := execKubeconfig(t, cp, dir, map[string][]clientcmdapi.ExecEnvVar{
 		"token": {{Name: "TEST_TOKEN_FILE", Value: tokenFile}},
 		"cert":  {{Name: "TEST_CERT_FILE", Value: cp.CertUser.Cert.CertFile}, {Name: "TEST_KEY_FILE", Value: cp.CertUser.Cert.KeyFile}},
@@ -127,7 +127,7 @@ func TestExecCredentialPlugins(t *testing.T) {
 	}
 
 	// A failing plugin: one line naming it and the cause, exit 1.
-	writeFile(t, tokenFile, nil)
+	writeBytes(t, tokenFile, nil)
 	if err := os.Remove(tokenFile); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestExecCredentialRefreshAfter401(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, tokenFile, []byte(tr.Status.Token))
+		writeBytes(t, tokenFile, []byte(tr.Status.Token))
 	}
 	issue()
 	kubeconfig := execKubeconfig(t, cp, dir, map[string][]clientcmdapi.ExecEnvVar{
@@ -266,7 +266,7 @@ func TestClientGoAdapter(t *testing.T) {
 	dir := t.TempDir()
 	buildBinary(t, filepath.Join(dir, "bin"), "./test/e2e/testplugin", "testplugin")
 	tokenFile, countFile := filepath.Join(dir, "token"), filepath.Join(dir, "count")
-	writeFile(t, tokenFile, []byte(cp.TokenUser.Token))
+	writeBytes(t, tokenFile, []byte(cp.TokenUser.Token))
 	kubeconfig := execKubeconfig(t, cp, dir, map[string][]clientcmdapi.ExecEnvVar{
 		"bob": {{Name: "TEST_TOKEN_FILE", Value: tokenFile}, {Name: "TEST_COUNT_FILE", Value: countFile}},
 	})

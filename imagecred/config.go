@@ -1,0 +1,153 @@
+package imagecred
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	kubeletv1 "k8s.io/kubelet/config/v1"
+	kubeletv1alpha1 "k8s.io/kubelet/config/v1alpha1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// Config is a CredentialProviderConfig as the kubelet reads it: the providers of every file,
+// in order, converted to the v1 types, and the hash the kubelet exports as
+// kubelet_credential_provider_config_info.
+type Config struct {
+	Providers []kubeletv1.CredentialProvider
+	// Hash is "sha256:" and the hex SHA-256 of every file read, each prefixed with its
+	// length as a big-endian uint64, exactly as the kubelet computes it.
+	Hash string
+	// Files are the files read, in order.
+	Files []string
+}
+
+var configCodecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		kubeletv1.AddToScheme, kubeletv1beta1.AddToScheme, kubeletv1alpha1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			panic(err) // only registers types; fails on programming errors
+		}
+	}
+	return serializer.NewCodecFactory(scheme, serializer.EnableStrict)
+}()
+
+// LoadConfig reads a CredentialProviderConfig from a file, or from every .json, .yaml and
+// .yml file of a directory in lexical order (kubelet 1.34+), and merges the providers. It
+// does not validate: call Config.Validate. Decoding is strict: an unknown or duplicate field
+// is an error, as it is in the kubelet.
+func LoadConfig(path string) (*Config, error) {
+	if path == "" {
+		return nil, errors.New("credential provider config path is empty")
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("unable to access path %q: %w", path, err)
+	}
+	files := []string{path}
+	if info.IsDir() {
+		if files, err = configFiles(path); err != nil {
+			return nil, err
+		}
+	}
+
+	cfg := &Config{Files: files}
+	hash := sha256.New()
+	seen := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("unable to read file %q: %w", f, err)
+		}
+		var size [8]byte
+		binary.BigEndian.PutUint64(size[:], uint64(len(data)))
+		hash.Write(size[:])
+		hash.Write(data)
+		providers, err := decodeConfig(data)
+		if err != nil {
+			return nil, fmt.Errorf("error decoding config %q: %w", f, err)
+		}
+		for _, p := range providers {
+			if seen[p.Name] {
+				return nil, fmt.Errorf("duplicate provider name %q found in configuration file(s)", p.Name)
+			}
+			seen[p.Name] = true
+			cfg.Providers = append(cfg.Providers, p)
+		}
+	}
+	cfg.Hash = fmt.Sprintf("sha256:%x", hash.Sum(nil))
+	return cfg, nil
+}
+
+// configFiles lists a config directory as the kubelet does: regular entries (symlinks
+// included) with a config extension, sorted by full path.
+func configFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("unable to read directory %q: %w", dir, err)
+	}
+	var files []string
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".json", ".yaml", ".yml":
+			if !e.IsDir() {
+				files = append(files, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no configuration files found in directory %q", dir)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// decodeConfig decodes one file, JSON or YAML, of any supported version.
+func decodeConfig(data []byte) ([]kubeletv1.CredentialProvider, error) {
+	obj, gvk, err := configCodecs.UniversalDeserializer().Decode(data, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch c := obj.(type) {
+	case *kubeletv1.CredentialProviderConfig:
+		return c.Providers, nil
+	case *kubeletv1beta1.CredentialProviderConfig:
+		out := make([]kubeletv1.CredentialProvider, len(c.Providers))
+		for i, p := range c.Providers {
+			out[i] = kubeletv1.CredentialProvider{
+				Name: p.Name, MatchImages: p.MatchImages, DefaultCacheDuration: p.DefaultCacheDuration,
+				APIVersion: p.APIVersion, Args: p.Args, Env: convertEnv(p.Env, func(e kubeletv1beta1.ExecEnvVar) (string, string) { return e.Name, e.Value }),
+			}
+		}
+		return out, nil
+	case *kubeletv1alpha1.CredentialProviderConfig:
+		out := make([]kubeletv1.CredentialProvider, len(c.Providers))
+		for i, p := range c.Providers {
+			out[i] = kubeletv1.CredentialProvider{
+				Name: p.Name, MatchImages: p.MatchImages, DefaultCacheDuration: p.DefaultCacheDuration,
+				APIVersion: p.APIVersion, Args: p.Args, Env: convertEnv(p.Env, func(e kubeletv1alpha1.ExecEnvVar) (string, string) { return e.Name, e.Value }),
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("failed to decode %q (wrong Kind)", gvk.Kind)
+}
+
+func convertEnv[T any](in []T, get func(T) (string, string)) []kubeletv1.ExecEnvVar {
+	if in == nil {
+		return nil
+	}
+	out := make([]kubeletv1.ExecEnvVar, len(in))
+	for i, e := range in {
+		out[i].Name, out[i].Value = get(e)
+	}
+	return out
+}

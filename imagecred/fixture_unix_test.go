@@ -1,0 +1,121 @@
+//go:build unix
+
+package imagecred
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubeletv1 "k8s.io/kubelet/config/v1"
+)
+
+// fixture is a bin directory of helper plugins, a clock, a metrics registry and fake
+// service accounts, from which tests build Keyrings.
+type fixture struct {
+	t        *testing.T
+	dir      string
+	clock    *clock
+	reg      *prometheus.Registry
+	accounts *fakeAccounts
+}
+
+func newFixture(t *testing.T) *fixture {
+	return &fixture{
+		t: t, dir: t.TempDir(), clock: &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+		reg: prometheus.NewRegistry(), accounts: newFakeAccounts(),
+	}
+}
+
+// provider installs a helper plugin called name that answers response (see helperResponse).
+func (f *fixture) provider(name, response string, matchImages ...string) kubeletv1.CredentialProvider {
+	installPlugin(f.t, f.dir, name)
+	if len(matchImages) == 0 {
+		matchImages = []string{"*.registry.io", "registry.io"}
+	}
+	return kubeletv1.CredentialProvider{
+		Name: name, MatchImages: matchImages, APIVersion: APIVersionV1,
+		DefaultCacheDuration: &metav1.Duration{Duration: 10 * time.Minute},
+		Env: []kubeletv1.ExecEnvVar{
+			{Name: helperEnv, Value: "respond"},
+			{Name: helperLog, Value: f.log(name)},
+			{Name: helperResponse, Value: response},
+		},
+	}
+}
+
+func (f *fixture) log(name string) string { return filepath.Join(f.dir, name+".log") }
+
+func (f *fixture) execs(name string) int { return len(requests(f.t, f.log(name))) }
+
+func (f *fixture) keyring(o Options, providers ...kubeletv1.CredentialProvider) *Keyring {
+	f.t.Helper()
+	o.Config = &Config{Providers: providers, Hash: "sha256:test"}
+	o.BinDir = f.dir
+	o.Now = f.clock.now
+	o.Registerer = f.reg
+	if o.ServiceAccounts == nil {
+		o.ServiceAccounts = f.accounts
+	}
+	k, err := New(o)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return k
+}
+
+func (f *fixture) lookup(k *Keyring, image string, pod *Pod) []Credential {
+	f.t.Helper()
+	creds, err := k.Lookup(context.Background(), image, pod)
+	if err != nil {
+		f.t.Fatalf("Lookup(%q): %v", image, err)
+	}
+	return creds
+}
+
+// fakeAccounts is an in-memory ServiceAccounts that hands out a new token per request and
+// counts calls. The real one is tested against kube-apiserver in test/e2e.
+type fakeAccounts struct {
+	mu       sync.Mutex
+	accounts map[string]*ServiceAccount
+	gets     int
+	tokens   []TokenRequest
+}
+
+func newFakeAccounts() *fakeAccounts { return &fakeAccounts{accounts: map[string]*ServiceAccount{}} }
+
+func (a *fakeAccounts) add(ns, name, uid string, annotations map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.accounts[ns+"/"+name] = &ServiceAccount{UID: types.UID(uid), Annotations: annotations}
+}
+
+func (a *fakeAccounts) ServiceAccount(_ context.Context, ns, name string) (*ServiceAccount, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gets++
+	sa, ok := a.accounts[ns+"/"+name]
+	if !ok {
+		return nil, os.ErrNotExist
+	}
+	return sa, nil
+}
+
+func (a *fakeAccounts) Token(_ context.Context, req TokenRequest) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.tokens = append(a.tokens, req)
+	return "token-" + string(req.PodUID) + "-" + string(rune('a'+len(a.tokens)-1)), nil
+}
+
+func (a *fakeAccounts) tokenRequests() []TokenRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]TokenRequest(nil), a.tokens...)
+}

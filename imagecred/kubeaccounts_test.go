@@ -1,0 +1,90 @@
+package imagecred
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// TestKubeServiceAccountsCaching checks the client-go ServiceAccounts' caches; what the
+// real API server does with its requests is tested in test/e2e.
+func TestKubeServiceAccountsCaching(t *testing.T) {
+	client := fake.NewClientset(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: "puller", UID: "sa-uid", Annotations: map[string]string{"a": "1"},
+	}})
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var issued []*authenticationv1.TokenRequest
+	client.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "token" {
+			return false, nil, nil
+		}
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenRequest).DeepCopy()
+		issued = append(issued, tr.DeepCopy())
+		tr.Status = authenticationv1.TokenRequestStatus{
+			Token:               "token-" + string(rune('0'+len(issued))),
+			ExpirationTimestamp: metav1.NewTime(clk.now().Add(time.Hour)),
+		}
+		return true, tr, nil
+	})
+	sas := NewServiceAccounts(client, ServiceAccountsOptions{LookupTTL: time.Minute, Now: clk.now})
+	ctx := context.Background()
+
+	gets := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" {
+				n++
+			}
+		}
+		return n
+	}
+	for range 2 {
+		sa, err := sas.ServiceAccount(ctx, "ns", "puller")
+		if err != nil || sa.UID != "sa-uid" || sa.Annotations["a"] != "1" {
+			t.Fatalf("ServiceAccount = %+v, %v", sa, err)
+		}
+	}
+	if gets() != 1 {
+		t.Errorf("%d GETs within the lookup TTL, want 1", gets())
+	}
+	clk.advance(time.Minute)
+	if _, err := sas.ServiceAccount(ctx, "ns", "puller"); err != nil || gets() != 2 {
+		t.Errorf("after the TTL: %d GETs, %v; want 2", gets(), err)
+	}
+
+	req := TokenRequest{Namespace: "ns", ServiceAccount: "puller", ServiceAccountUID: "sa-uid", Audience: "aud", PodName: "pod", PodUID: "pod-uid"}
+	token := func() string {
+		tok, err := sas.Token(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	first := token()
+	clk.advance(47 * time.Minute) // before 80 % of the hour
+	if again := token(); again != first || len(issued) != 1 {
+		t.Errorf("token %q after 47m (%d requests), want %q reused", again, len(issued), first)
+	}
+	clk.advance(time.Minute) // 48m: 80 % reached
+	if renewed := token(); renewed == first || len(issued) != 2 {
+		t.Errorf("token %q after 48m (%d requests), want a new one", renewed, len(issued))
+	}
+	want := &authenticationv1.TokenRequest{
+		ObjectMeta: metav1.ObjectMeta{UID: "sa-uid"},
+		Spec: authenticationv1.TokenRequestSpec{
+			Audiences:      []string{"aud"},
+			BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: "pod", UID: "pod-uid"},
+		},
+	}
+	if diff := cmp.Diff(want, issued[0]); diff != "" {
+		t.Errorf("TokenRequest (-want +got):\n%s", diff)
+	}
+}

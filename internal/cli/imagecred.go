@@ -1,0 +1,376 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kplug/kplug/imagecred"
+	"github.com/kplug/kplug/imagecred/plugin"
+)
+
+func newImageCredentialCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image-credential",
+		Short: "Run kubelet image credential provider plugins outside the kubelet",
+		Long: `image-credential reads a kubelet CredentialProviderConfig (--image-credential-provider-config)
+and runs its plugins from a bin directory (--image-credential-provider-bin-dir) exactly as the
+kubelet would, including service-account tokens (KEP-4412).`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newImageCredentialValidateCommand(), newImageCredentialGetCommand(g),
+		newDockerHelperCommand(g), newImageCredentialPluginCommand())
+	return cmd
+}
+
+// --- validate
+
+type imageCredentialValidateOptions struct {
+	config string
+}
+
+func (o *imageCredentialValidateOptions) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
+}
+
+func newImageCredentialValidateCommand() *cobra.Command {
+	o := &imageCredentialValidateOptions{}
+	cmd := &cobra.Command{
+		Use:   "validate --config PATH",
+		Short: "Check a CredentialProviderConfig as the kubelet would; print every error",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "config"); err != nil {
+				return err
+			}
+			cfg, err := loadImageCredentialConfig(o.config)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid (%d providers, config hash %s)\n", len(cfg.Providers), cfg.Hash)
+			return err
+		},
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+// requireFlags is a usage error (exit 2) naming the flags that are not set.
+func requireFlags(cmd *cobra.Command, names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); f == nil || f.Value.String() == "" {
+			missing = append(missing, "--"+n)
+		}
+	}
+	if len(missing) > 0 {
+		return &usageError{err: fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", ")), showHelp: true}
+	}
+	return nil
+}
+
+// loadImageCredentialConfig loads and validates a config; every problem is an invalid
+// configuration (exit 2), validation errors one per line.
+func loadImageCredentialConfig(path string) (*imagecred.Config, error) {
+	cfg, err := imagecred.LoadConfig(path)
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("credential provider config %s: %w", path, err))
+	}
+	var verr *imagecred.ValidationError
+	if err := cfg.Validate(); errors.As(err, &verr) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "credential provider config %s is invalid (%d errors):", path, len(verr.Errs))
+		for _, e := range verr.Errs {
+			b.WriteString("\n  " + e.Error())
+		}
+		return nil, invalidConfig(errors.New(b.String()))
+	}
+	return cfg, nil
+}
+
+// --- get
+
+type imageCredentialGetOptions struct {
+	config, binDir, kubeconfig, pod string
+	timeout                         time.Duration
+}
+
+func (o *imageCredentialGetOptions) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
+	cmd.Flags().StringVar(&o.binDir, "bin-dir", "", "directory holding the provider plugins (required)")
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for --pod (default: $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVar(&o.pod, "pod", "", "NAMESPACE/NAME of the pod pulling the image; enables service-account providers")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", imagecred.DefaultTimeout, "how long one plugin may run")
+}
+
+func newImageCredentialGetCommand(g *globals) *cobra.Command {
+	o := &imageCredentialGetOptions{}
+	cmd := &cobra.Command{
+		Use:   "get IMAGE --config PATH --bin-dir DIR [--kubeconfig F] [--pod NS/NAME]",
+		Short: "Print the credentials the kubelet would use for IMAGE, as docker config JSON",
+		Long: `get prints {"auths":{KEY:{"username","password","auth"}}} with the keys in the order the
+kubelet tries them (most specific first). When several providers return credentials for one
+key, the first is printed. Provider failures are reported on stderr; the command fails only
+when no credentials were found and a provider failed.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags(cmd, "config", "bin-dir"); err != nil {
+				return err
+			}
+			return o.run(cmd, g, args[0])
+		},
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image string) error {
+	ctx := cmd.Context()
+	cfg, err := loadImageCredentialConfig(o.config)
+	if err != nil {
+		return err
+	}
+	opts := imagecred.Options{Config: cfg, BinDir: o.binDir, Timeout: o.timeout, PluginStderr: g.io.Err}
+	var pod *imagecred.Pod
+	if o.pod != "" {
+		ns, name, ok := strings.Cut(o.pod, "/")
+		if !ok || ns == "" || name == "" {
+			return &usageError{err: fmt.Errorf("invalid --pod %q: want NAMESPACE/NAME", o.pod), showHelp: true}
+		}
+		client, err := kubeClient(o.kubeconfig)
+		if err != nil {
+			return err
+		}
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get pod %s: %w", o.pod, err)
+		}
+		pod = &imagecred.Pod{Namespace: ns, Name: name, UID: p.UID, ServiceAccountName: p.Spec.ServiceAccountName}
+		opts.ServiceAccounts = imagecred.NewServiceAccounts(client, imagecred.ServiceAccountsOptions{})
+	}
+	keyring, err := imagecred.New(opts)
+	if err != nil {
+		return err
+	}
+	creds, err := keyring.Lookup(ctx, image, pod)
+	if err != nil {
+		if len(creds) == 0 {
+			return err
+		}
+		g.log.Warn("some providers failed", "error", err)
+	}
+	if len(creds) == 0 {
+		g.log.Info("no provider returned credentials; the image would be pulled anonymously", "image", image)
+	}
+	_, err = cmd.OutOrStdout().Write(dockerConfigJSON(creds))
+	return err
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("kubeconfig: %w", err))
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// dockerConfigJSON writes {"auths":{...}} with keys in credential order, the first
+// credential of each key winning.
+func dockerConfigJSON(creds []imagecred.Credential) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"auths":{`)
+	seen := map[string]bool{}
+	for _, c := range creds {
+		if seen[c.Key] {
+			continue
+		}
+		if len(seen) > 0 {
+			b.WriteByte(',')
+		}
+		seen[c.Key] = true
+		key, _ := json.Marshal(c.Key)
+		entry, _ := json.Marshal(struct {
+			Username string `json:"username"`
+			Password string `json:"password"`
+			Auth     string `json:"auth"`
+		}{c.Username, c.Password, base64.StdEncoding.EncodeToString([]byte(c.Username + ":" + c.Password))})
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(entry)
+	}
+	b.WriteString("}}\n")
+	return b.Bytes()
+}
+
+// --- docker-helper
+
+type dockerHelperOptions struct {
+	config, binDir, cacheDir string
+	timeout                  time.Duration
+}
+
+func (o *dockerHelperOptions) AddFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
+	cmd.PersistentFlags().StringVar(&o.binDir, "bin-dir", "", "directory holding the provider plugins (required)")
+	cmd.PersistentFlags().StringVar(&o.cacheDir, "cache-dir", "", "keep provider answers here between runs (0700 directory, 0600 files); empty: no cache")
+	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", imagecred.DefaultTimeout, "how long one plugin may run")
+}
+
+func newDockerHelperCommand(g *globals) *cobra.Command {
+	o := &dockerHelperOptions{}
+	cmd := &cobra.Command{
+		Use:   "docker-helper",
+		Short: "A docker credential helper backed by kubelet provider plugins",
+		Long: `docker-helper speaks the docker-credential-helpers protocol, so that docker, containerd,
+crane and skopeo can use kubelet provider plugins. Install a wrapper script named
+docker-credential-<name> that runs "kplug image-credential docker-helper --config ... --bin-dir ... \"$@\"".
+Only "get" is supported; providers that need a service account are skipped unless optional.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	o.AddFlags(cmd)
+	get := &cobra.Command{
+		Use:   "get",
+		Short: "Read a server URL on stdin, print {\"ServerURL\",\"Username\",\"Secret\"}",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "config", "bin-dir"); err != nil {
+				return err
+			}
+			return o.get(cmd.Context(), g, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	cmd.AddCommand(get)
+	return cmd
+}
+
+// errCredentialsNotFound is the docker-credential-helpers protocol's message for "no
+// credentials"; clients match it verbatim.
+const errCredentialsNotFound = "credentials not found in native keychain"
+
+func (o *dockerHelperOptions) get(ctx context.Context, g *globals, in io.Reader, out io.Writer) error {
+	line, err := bufio.NewReader(io.LimitReader(in, 64<<10)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read server URL from stdin: %w", err)
+	}
+	serverURL := strings.TrimSpace(line)
+	if serverURL == "" {
+		return errors.New("no server URL on stdin")
+	}
+	cfg, err := loadImageCredentialConfig(o.config)
+	if err != nil {
+		return err
+	}
+	opts := imagecred.Options{Config: cfg, BinDir: o.binDir, Timeout: o.timeout, PluginStderr: g.io.Err}
+	if o.cacheDir != "" {
+		if opts.Cache, err = imagecred.NewDirCache(o.cacheDir); err != nil {
+			return err
+		}
+	}
+	keyring, err := imagecred.New(opts)
+	if err != nil {
+		return err
+	}
+	creds, err := keyring.LookupRepository(ctx, helperRepository(serverURL), nil)
+	if len(creds) == 0 {
+		if err != nil {
+			g.log.Warn("providers failed", "error", err)
+		}
+		// The protocol: the message on stdout, exit code 1.
+		_, _ = fmt.Fprintln(out, errCredentialsNotFound)
+		return errors.New(errCredentialsNotFound)
+	}
+	return json.NewEncoder(out).Encode(struct {
+		ServerURL string
+		Username  string
+		Secret    string
+	}{serverURL, creds[0].Username, creds[0].Password})
+}
+
+// helperRepository turns what a client passes a credential helper (a host, a URL such as
+// https://index.docker.io/v1/) into the repository string providers match against.
+func helperRepository(serverURL string) string {
+	s := serverURL
+	for _, scheme := range []string{"https://", "http://"} {
+		s = strings.TrimPrefix(s, scheme)
+	}
+	host, path, _ := strings.Cut(s, "/")
+	path = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(path, "v1/"), "v2/"), "/")
+	if path == "v1" || path == "v2" {
+		path = ""
+	}
+	switch host {
+	case "index.docker.io", "registry-1.docker.io":
+		host = "docker.io"
+	}
+	if path == "" {
+		return host
+	}
+	return host + "/" + path
+}
+
+// --- plugin token-exchange
+
+type tokenExchangeOptions struct {
+	plugin.TokenExchangeOptions
+	cacheKeyType string
+}
+
+func (o *tokenExchangeOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.Endpoint, "endpoint", "", "OAuth 2.0 token endpoint that performs the exchange (required)")
+	f.StringVar(&o.Audience, "audience", "", "RFC 8693 audience parameter")
+	f.StringVar(&o.Resource, "resource", "", "RFC 8693 resource parameter")
+	f.StringVar(&o.Scope, "scope", "", "RFC 8693 scope parameter")
+	f.StringVar(&o.Username, "username", "oauth2accesstoken", "registry username to send with the exchanged token")
+	f.StringVar(&o.cacheKeyType, "cache-key-type", "Registry", "cacheKeyType of the answer: Image, Registry or Global")
+}
+
+func newImageCredentialPluginCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plugin",
+		Short: "Reference provider plugins, to be named in a CredentialProviderConfig",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	o := &tokenExchangeOptions{}
+	te := &cobra.Command{
+		Use:   "token-exchange --endpoint URL",
+		Short: "Exchange the pod's service-account token for registry credentials (RFC 8693)",
+		Long: `token-exchange is a credential provider plugin: it reads a CredentialProviderRequest on
+stdin, exchanges its service-account token at --endpoint with OAuth 2.0 Token Exchange, and
+answers with the access token as the password for the image's registry, cached for 90 % of
+its lifetime. Configure it with tokenAttributes and apiVersion credentialprovider.kubelet.k8s.io/v1.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "endpoint"); err != nil {
+				return err
+			}
+			switch k := plugin.CacheKeyType(o.cacheKeyType); k {
+			case plugin.CacheImage, plugin.CacheRegistry, plugin.CacheGlobal:
+				o.CacheKeyType = k
+			default:
+				return &usageError{err: fmt.Errorf("invalid --cache-key-type %q: want Image, Registry or Global", o.cacheKeyType), showHelp: true}
+			}
+			return plugin.Run(cmd.Context(), plugin.TokenExchange(o.TokenExchangeOptions), cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	o.AddFlags(te)
+	cmd.AddCommand(te)
+	return cmd
+}

@@ -1,0 +1,220 @@
+//go:build unix
+
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The test binary doubles as a provider plugin when pluginEnv is set (through the
+// provider's config env): "respond" prints pluginResponse after logging stdin to pluginLog;
+// "fail" exits 3.
+const (
+	pluginEnv      = "KPLUG_CLI_TEST_PLUGIN"
+	pluginLog      = "KPLUG_CLI_TEST_PLUGIN_LOG"
+	pluginResponse = "KPLUG_CLI_TEST_PLUGIN_RESPONSE"
+)
+
+// init rather than TestMain, so that other commands' tests in this package keep their own.
+func init() {
+	switch os.Getenv(pluginEnv) {
+	case "":
+		return
+	case "respond":
+		in, _ := readStdin()
+		if f, err := os.OpenFile(os.Getenv(pluginLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			_, _ = f.Write(in)
+			_ = f.Close()
+		}
+		fmt.Print(os.Getenv(pluginResponse))
+		os.Exit(0)
+	case "fail":
+		fmt.Fprint(os.Stderr, "no credentials for you")
+		os.Exit(3)
+	}
+	os.Exit(99)
+}
+
+func readStdin() ([]byte, error) {
+	var b bytes.Buffer
+	_, err := b.ReadFrom(os.Stdin)
+	return b.Bytes(), err
+}
+
+type icFixture struct {
+	t      *testing.T
+	dir    string
+	config string
+}
+
+// newICFixture writes a config with the given providers (YAML list items, {{dir}} is the
+// fixture directory) and installs the test binary as each named plugin.
+func newICFixture(t *testing.T, names []string, providers string) *icFixture {
+	t.Helper()
+	f := &icFixture{t: t, dir: t.TempDir()}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := os.Symlink(exe, filepath.Join(f.dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.config = filepath.Join(f.dir, "config.yaml")
+	cfg := "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n" + strings.ReplaceAll(providers, "{{dir}}", f.dir)
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *icFixture) execs(name string) int {
+	data, _ := os.ReadFile(filepath.Join(f.dir, name+".log"))
+	return bytes.Count(data, []byte("\n"))
+}
+
+func respondingProvider(name, match, auth string) string {
+	return fmt.Sprintf(`- name: %[1]s
+  matchImages: [%[2]q]
+  defaultCacheDuration: 1h
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+  env:
+  - {name: %[3]s, value: respond}
+  - {name: %[4]s, value: "{{dir}}/%[1]s.log"}
+  - name: %[5]s
+    value: '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","auth":%[6]s}'
+`, name, match, pluginEnv, pluginLog, pluginResponse, auth)
+}
+
+func TestImageCredentialGet(t *testing.T) {
+	f := newICFixture(t, []string{"one", "two"},
+		respondingProvider("one", "*.registry.io", `{"a.registry.io":{"username":"one","password":"p1"}}`)+
+			respondingProvider("two", "*.registry.io", `{"a.registry.io/team":{"username":"two","password":"p2"},"a.registry.io":{"username":"two-host","password":"p3"}}`))
+	code, out, errOut := runIn(t, "", "image-credential", "get", "a.registry.io/team/app:v1", "--config", f.config, "--bin-dir", f.dir)
+	want := `{"auths":{"a.registry.io/team":{"username":"two","password":"p2","auth":"dHdvOnAy"},"a.registry.io":{"username":"one","password":"p1","auth":"b25lOnAx"}}}` + "\n"
+	if code != ExitOK || out != want {
+		t.Errorf("code %d\nstdout %s\nwant   %s\nstderr %s", code, out, want, errOut)
+	}
+	code, out, errOut = runIn(t, "", "image-credential", "get", "other.io/app", "--config", f.config, "--bin-dir", f.dir)
+	if code != ExitOK || out != `{"auths":{}}`+"\n" || !strings.Contains(errOut, "no provider returned credentials") {
+		t.Errorf("unmatched image: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestImageCredentialGetFailures(t *testing.T) {
+	f := newICFixture(t, []string{"broken"}, `- name: broken
+  matchImages: ["registry.io"]
+  defaultCacheDuration: 1h
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+  env: [{name: `+pluginEnv+`, value: fail}]
+`)
+	code, out, errOut := runIn(t, "", "image-credential", "get", "registry.io/app", "--config", f.config, "--bin-dir", f.dir)
+	path := filepath.Join(f.dir, "broken")
+	want := fmt.Sprintf("Error: imagecred: provider \"broken\" (%s) for image \"registry.io/app\": plugin %q exited with code 3: no credentials for you\n", path, path)
+	if code != ExitFailure || out != "" || errOut != "no credentials for you"+want {
+		t.Errorf("code %d, stdout %q\nstderr %q\nwant   %q", code, out, errOut, "no credentials for you"+want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"registry.io/app", "--config", f.config, "--bin-dir", f.dir, "--pod", "nopod"}, "Error: invalid --pod \"nopod\": want NAMESPACE/NAME\n"},
+		{[]string{"registry.io/app", "--config", f.config}, "Error: required flag(s) --bin-dir not set\n"},
+		{[]string{"registry.io/app", "--config", filepath.Join(f.dir, "none.yaml"), "--bin-dir", f.dir}, "Error: credential provider config " + filepath.Join(f.dir, "none.yaml") + ": unable to access path"},
+	} {
+		code, _, errOut := runIn(t, "", append([]string{"image-credential", "get"}, tc.args...)...)
+		if code != ExitUsage || !strings.HasPrefix(errOut, tc.want) {
+			t.Errorf("get %v: code %d, stderr %q, want prefix %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestImageCredentialValidate(t *testing.T) {
+	valid := newICFixture(t, nil, respondingProvider("one", "registry.io", `{}`))
+	code, out, errOut := runIn(t, "", "image-credential", "validate", "--config", valid.config)
+	if code != ExitOK || !strings.HasPrefix(out, "valid (1 providers, config hash sha256:") || errOut != "" {
+		t.Errorf("valid config: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	invalid := newICFixture(t, nil, `- name: "a b"
+  matchImages: []
+  apiVersion: credentialprovider.kubelet.k8s.io/v1beta1
+  defaultCacheDuration: -1m
+`)
+	code, out, errOut = runIn(t, "", "image-credential", "validate", "--config", invalid.config)
+	want := "Error: credential provider config " + invalid.config + " is invalid (3 errors):\n" +
+		"  providers.name: Invalid value: \"a b\": provider name cannot contain spaces\n" +
+		"  providers.matchImages: Required value: at least 1 item in matchImages is required\n" +
+		"  providers.defaultCacheDuration: Invalid value: \"-1m0s\": must be greater than or equal to 0\n"
+	if code != ExitUsage || out != "" || errOut != want {
+		t.Errorf("invalid config: code %d, stdout %q\nstderr %q\nwant   %q", code, out, errOut, want)
+	}
+}
+
+func TestDockerHelperGet(t *testing.T) {
+	f := newICFixture(t, []string{"hub", "reg"},
+		respondingProvider("hub", "docker.io", `{"https://index.docker.io/v1/":{"username":"hub","password":"h"}}`)+
+			respondingProvider("reg", "registry.io:5000", `{"registry.io:5000":{"username":"reg","password":"r"}}`))
+	cache := filepath.Join(f.dir, "cache")
+	args := []string{"image-credential", "docker-helper", "get", "--config", f.config, "--bin-dir", f.dir, "--cache-dir", cache}
+	for _, tc := range []struct{ in, want string }{
+		{"https://index.docker.io/v1/\n", `{"ServerURL":"https://index.docker.io/v1/","Username":"hub","Secret":"h"}` + "\n"},
+		{"registry.io:5000", `{"ServerURL":"registry.io:5000","Username":"reg","Secret":"r"}` + "\n"},
+		{"registry.io:5000\n", `{"ServerURL":"registry.io:5000","Username":"reg","Secret":"r"}` + "\n"},
+	} {
+		code, out, errOut := runIn(t, tc.in, args...)
+		if code != ExitOK || out != tc.want {
+			t.Errorf("get %q: code %d, stdout %q, want %q; stderr %q", tc.in, code, out, tc.want, errOut)
+		}
+	}
+	// The third run was answered from the on-disk cache: reg ran once.
+	if n := f.execs("reg"); n != 1 {
+		t.Errorf("plugin reg ran %d times over two helper runs with a cache, want 1", n)
+	}
+	code, out, _ := runIn(t, "quay.io\n", args...)
+	if code != ExitFailure || out != "credentials not found in native keychain\n" {
+		t.Errorf("unknown registry: code %d, stdout %q", code, out)
+	}
+}
+
+func TestHelperRepository(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://index.docker.io/v1/": "docker.io",
+		"index.docker.io":             "docker.io",
+		"registry.io:5000":            "registry.io:5000",
+		"https://registry.io/v2/":     "registry.io",
+		"http://registry.io/team/":    "registry.io/team",
+	} {
+		if got := helperRepository(in); got != want {
+			t.Errorf("helperRepository(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTokenExchangePluginCommand(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.FormValue("subject_token") != "sa-token" || r.FormValue("audience") != "reg" {
+			http.Error(w, "no", http.StatusForbidden)
+			return
+		}
+		_, _ = w.Write([]byte(`{"access_token":"at","token_type":"Bearer","expires_in":100}`))
+	}))
+	defer srv.Close()
+	req := `{"kind":"CredentialProviderRequest","apiVersion":"credentialprovider.kubelet.k8s.io/v1","image":"registry.io/app","serviceAccountToken":"sa-token"}`
+	code, out, errOut := runIn(t, req, "image-credential", "plugin", "token-exchange", "--endpoint", srv.URL, "--audience", "reg", "--username", "robot")
+	want := `{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"1m30s","auth":{"registry.io":{"username":"robot","password":"at"}}}` + "\n"
+	if code != ExitOK || out != want {
+		t.Errorf("code %d\nstdout %s\nwant   %s\nstderr %s", code, out, want, errOut)
+	}
+	code, _, errOut = runIn(t, req, "image-credential", "plugin", "token-exchange", "--endpoint", srv.URL, "--cache-key-type", "registry")
+	if code != ExitUsage || !strings.HasPrefix(errOut, `Error: invalid --cache-key-type "registry"`) {
+		t.Errorf("bad --cache-key-type: code %d, stderr %q", code, errOut)
+	}
+}
