@@ -16,8 +16,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +33,23 @@ import (
 	"github.com/kplug/kplug/execproxy/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// dialAsEnv makes the test binary try to connect to the unix socket it names and print the
+// outcome: the "other local user" of TestOtherUsersCannotConnect.
+const dialAsEnv = "KPLUG_EXECPROXY_DIAL"
+
+func TestMain(m *testing.M) {
+	if socket := os.Getenv(dialAsEnv); socket != "" {
+		conn, err := net.Dial("unix", socket)
+		if err != nil {
+			fmt.Print(err)
+			os.Exit(0)
+		}
+		conn.Close()
+		fmt.Print("connected")
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // upstream is a stand-in API server for the proxy unit tests: it echoes what it received,
 // streams, and accepts a protocol upgrade.
@@ -362,5 +380,41 @@ func TestStaleLockFilesAreRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(held.Path); err != nil {
 		t.Errorf("a held lock was removed: %v", err)
+	}
+}
+
+func TestOtherUsersCannotConnect(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a process as a second user")
+	}
+	up := upstream(t)
+	r := serve(t, up, nil)
+	socket := execproxy.SocketPath(r.status.ProxyConfig)
+	// The test binary must be reachable by the other user.
+	binDir, err := os.MkdirTemp("", "kplug-dialer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	bin := filepath.Join(binDir, "dialer")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = []string{dialAsEnv + "=" + socket}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("running as uid 65534: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "permission denied") {
+		t.Errorf("another user connecting to the proxy socket: %q, want permission denied", out)
 	}
 }
