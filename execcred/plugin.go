@@ -79,6 +79,9 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 		Env:         p.cfg.Env,
 		Reserved:    []string{InfoEnv + "=" + string(info)},
 		InstallHint: p.cfg.InstallHint,
+		// A client that supports exec proxies lets a plugin that is its own proxy keep
+		// running once it has answered.
+		AnswerAtEOF: p.cfg.LockFilePath != "",
 	}
 	if interactive {
 		cmd.Stdin = execplugin.TerminalStdin(p.stdin())

@@ -83,6 +83,13 @@ func helper(mode string, args []string) int {
 			time.Sleep(time.Hour)
 		}
 		return 0
+	case "answer-and-stay": // args: pid file; print an answer, close stdout and stderr, keep running
+		writePID(args[0])
+		fmt.Println(`{"status":{"proxyConfig":{}}}`)
+		_ = os.Stdout.Close()
+		_ = os.Stderr.Close()
+		time.Sleep(time.Hour)
+		return 0
 	case "flood": // write args[0] bytes to stdout, then exit or, with args[1] == "hang", hang
 		n, _ := strconv.Atoi(args[0])
 		buf := make([]byte, 64<<10)

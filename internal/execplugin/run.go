@@ -37,6 +37,11 @@ type Command struct {
 	Timeout time.Duration
 	// MaxOutput caps stdout in bytes; zero means DefaultMaxOutput.
 	MaxOutput int
+	// AnswerAtEOF lets the plugin keep running after it has written its answer and closed
+	// stdout, as an exec proxy that is its own proxy does: Run returns once stdout is
+	// closed and the plugin has exited or is still running after Runner.KillGrace. A plugin
+	// still running is left alone and reaped in the background when it exits.
+	AnswerAtEOF bool
 }
 
 // Result is what a successful run produced.
@@ -131,7 +136,14 @@ func (r *Runner) run(ctx context.Context, c Command, call *Call) (*Result, error
 	stderr := &tailWriter{w: r.stderr(), size: DefaultStderrTail}
 	ownGroup := !c.Stdin.IsTerminal()
 
-	cmd := exec.CommandContext(runCtx, path, c.Args...)
+	var cmd *exec.Cmd
+	if c.AnswerAtEOF {
+		// Not tied to runCtx: os/exec would kill the plugin when the context ends after Run
+		// returns. waitForAnswer watches runCtx itself until the answer is in.
+		cmd = exec.Command(path, c.Args...) //nolint:noctx // see above
+	} else {
+		cmd = exec.CommandContext(runCtx, path, c.Args...)
+	}
 	cmd.Env = env
 	cmd.Stdin = c.Stdin.reader()
 	cmd.Stdout = stdout
@@ -139,15 +151,32 @@ func (r *Runner) run(ctx context.Context, c Command, call *Call) (*Result, error
 	if ownGroup {
 		setGroup(cmd)
 	}
-	cmd.Cancel = func() error { return terminate(cmd.Process, ownGroup) }
+	if !c.AnswerAtEOF {
+		cmd.Cancel = func() error { return terminate(cmd.Process, ownGroup) }
+	}
 	cmd.WaitDelay = r.grace()
 
+	var stdoutPipe io.Reader
+	if c.AnswerAtEOF {
+		cmd.Stdout = nil
+		if stdoutPipe, err = cmd.StdoutPipe(); err != nil {
+			return nil, fmt.Errorf("plugin %q: %w", c.Path, err)
+		}
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, startError(ctx, c.Path, path, env, err)
 	}
 	call.Started = true
-	err = cmd.Wait()
+	if c.AnswerAtEOF {
+		var stillRunning bool
+		if err, stillRunning = r.waitForAnswer(runCtx, cmd, ownGroup, stdoutPipe, stdout); stillRunning {
+			call.Duration = time.Since(start)
+			return &Result{Stdout: stdout.buf.Bytes(), Stderr: stderr.String(), Path: path, Duration: call.Duration}, nil
+		}
+	} else {
+		err = cmd.Wait()
+	}
 	call.Duration = time.Since(start)
 	if cmd.ProcessState != nil && cmd.ProcessState.Exited() {
 		call.ExitCode = cmd.ProcessState.ExitCode()
@@ -242,4 +271,53 @@ func (r *Runner) grace() time.Duration {
 		return r.KillGrace
 	}
 	return DefaultKillGrace
+}
+
+// waitForAnswer copies the plugin's stdout until it is closed, then gives the plugin
+// KillGrace to exit. It returns the error of Wait if the plugin exited or was killed
+// because ctx ended first, or stillRunning if it keeps running after answering; a
+// goroutine then waits for it in the background.
+func (r *Runner) waitForAnswer(ctx context.Context, cmd *exec.Cmd, ownGroup bool, pipe io.Reader, out *cappedBuffer) (err error, stillRunning bool) { //nolint:revive // err first reads better here
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(out, pipe) // ends at EOF, or when the cap is exceeded
+		close(copied)
+	}()
+	exited := make(chan error, 1)
+	select {
+	case <-copied:
+	case <-ctx.Done():
+	}
+	if ctx.Err() != nil || out.exceeded() { // timeout, cancellation or the cap: kill the plugin
+		_ = terminate(cmd.Process, ownGroup)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case err := <-exited:
+			return orCause(err, ctx), false
+		case <-time.After(r.grace()):
+			_ = kill(cmd.Process, ownGroup)
+			return orCause(<-exited, ctx), false
+		}
+	}
+	go func() { exited <- cmd.Wait() }()
+	timer := time.NewTimer(r.grace())
+	defer timer.Stop()
+	select {
+	case err := <-exited:
+		return err, false
+	case <-timer.C:
+		return nil, true
+	}
+}
+
+// orCause makes sure a run that was stopped reports an error even if the plugin exited
+// cleanly on SIGTERM.
+func orCause(err error, ctx context.Context) error { //nolint:revive // mirrors waitForAnswer
+	if err == nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errOutputTooLarge
+	}
+	return err
 }

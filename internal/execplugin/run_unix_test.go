@@ -491,3 +491,55 @@ func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+func TestAnswerAtEOFLeavesAPluginThatKeepsServing(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := fakePlugin("answer-and-stay", pidFile)
+	cmd.AnswerAtEOF = true
+	var rec recorder
+	res, err := rec.runner().Run(context.Background(), cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout); got != "{\"status\":{\"proxyConfig\":{}}}\n" {
+		t.Errorf("answer %q", got)
+	}
+	pid := readPID(t, pidFile)
+	if !alive(pid) {
+		t.Fatal("the plugin was killed after answering")
+	}
+	// The plugin is the proxy now; its client ends it (here, the test).
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+}
+
+func TestAnswerAtEOFStillReportsFailures(t *testing.T) {
+	t.Parallel()
+	cmd := fakePlugin("exit", "4", "bad")
+	cmd.AnswerAtEOF = true
+	var rec recorder
+	_, err := rec.runner().Run(context.Background(), cmd)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 4 {
+		t.Errorf("err = %v, want exit code 4", err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	hang := fakePlugin("hang", pidFile)
+	hang.AnswerAtEOF, hang.Timeout = true, 300*time.Millisecond
+	_, err = rec.runner().Run(context.Background(), hang)
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		t.Errorf("err = %v, want a timeout", err)
+	}
+	waitGone(t, readPID(t, pidFile))
+	big := fakePlugin("flood", "5000", "hang")
+	big.AnswerAtEOF, big.MaxOutput = true, 4096
+	_, err = rec.runner().Run(context.Background(), big)
+	var oe *OutputTooLargeError
+	if !errors.As(err, &oe) {
+		t.Errorf("err = %v, want output too large", err)
+	}
+}
