@@ -277,7 +277,7 @@ func (r *Runner) grace() time.Duration {
 // KillGrace to exit. It returns the error of Wait if the plugin exited or was killed
 // because ctx ended first, or stillRunning if it keeps running after answering; a
 // goroutine then waits for it in the background.
-func (r *Runner) waitForAnswer(ctx context.Context, cmd *exec.Cmd, ownGroup bool, pipe io.Reader, out *cappedBuffer) (err error, stillRunning bool) { //nolint:revive // err first reads better here
+func (r *Runner) waitForAnswer(ctx context.Context, cmd *exec.Cmd, ownGroup bool, pipe io.Reader, out *cappedBuffer) (err error, stillRunning bool) {
 	copied := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(out, pipe) // ends at EOF, or when the cap is exceeded
@@ -312,7 +312,7 @@ func (r *Runner) waitForAnswer(ctx context.Context, cmd *exec.Cmd, ownGroup bool
 
 // orCause makes sure a run that was stopped reports an error even if the plugin exited
 // cleanly on SIGTERM.
-func orCause(err error, ctx context.Context) error { //nolint:revive // mirrors waitForAnswer
+func orCause(err error, ctx context.Context) error { //nolint:revive // context second: it only explains err
 	if err == nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
