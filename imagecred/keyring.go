@@ -40,8 +40,8 @@ const dockerHubKey = "index.docker.io"
 type keyring struct {
 	locations *locationCache
 	index     []string
-	parsed map[string]location // parsed index keys; absent when a key does not parse
-	creds  map[string][]Credential
+	parsed    map[string]location // parsed index keys; absent when a key does not parse
+	creds     map[string][]Credential
 }
 
 // add indexes one provider's answer. Keys that do not parse as URLs are skipped, as the

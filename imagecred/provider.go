@@ -19,7 +19,7 @@ import (
 type provider struct {
 	cfg        kubeletv1.CredentialProvider
 	patterns   []location // cfg.MatchImages that parse; the others never match
-	path       string // binDir/name
+	path       string     // binDir/name
 	timeout    time.Duration
 	runner     *execplugin.Runner
 	cache      Cache
