@@ -50,7 +50,7 @@ type Options struct {
 }
 
 // Keyring answers which credentials to use for an image, running the configured providers.
-// It is safe for concurrent use.
+// Create one with New. It is safe for concurrent use.
 type Keyring struct {
 	providers []*provider
 	locations *locationCache
