@@ -84,6 +84,9 @@ func TestCacheKeyType(t *testing.T) {
 			if hits := f.counter(MetricCacheHits, "p"); int(hits) != len(images)-tc.execs {
 				t.Errorf("cache hits %v, want %d", hits, len(images)-tc.execs)
 			}
+			if misses := f.counter(MetricCacheMisses, "p"); int(misses) != tc.execs {
+				t.Errorf("cache misses %v, want %d", misses, tc.execs)
+			}
 		})
 	}
 }
