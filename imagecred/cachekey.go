@@ -28,7 +28,7 @@ func (k *keyBuilder) str(s string) *keyBuilder {
 		}
 		return k
 	}
-	k.b = binary.BigEndian.AppendUint16(k.b, uint16(len(s)))
+	k.b = binary.BigEndian.AppendUint16(k.b, uint16(len(s))) //nolint:gosec // len(s) <= MaxUint16, checked above
 	k.b = append(k.b, s...)
 	return k
 }
@@ -39,7 +39,7 @@ func (k *keyBuilder) annotations(m map[string]string) *keyBuilder {
 		keys = append(keys, key)
 	}
 	sort.Strings(keys)
-	k.b = binary.BigEndian.AppendUint32(k.b, uint32(len(keys)))
+	k.b = binary.BigEndian.AppendUint32(k.b, uint32(len(keys))) //nolint:gosec // a map of over 4G annotations cannot exist
 	for _, key := range keys {
 		k.str(key).str(m[key])
 	}

@@ -113,7 +113,7 @@ func FuzzDecodeConfig(f *testing.F) {
 	f.Add([]byte(v1Config))
 	f.Add([]byte(v1alpha1JSON))
 	f.Add([]byte(v1beta1Config))
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(_ *testing.T, data []byte) {
 		providers, err := decodeConfig(data)
 		if err == nil {
 			_ = (&Config{Providers: providers}).Validate()

@@ -63,7 +63,7 @@ func LoadConfig(path string) (*Config, error) {
 	hash := sha256.New()
 	seen := map[string]bool{}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := os.ReadFile(f) //nolint:gosec // reading the configured config file is the point
 		if err != nil {
 			return nil, fmt.Errorf("unable to read file %q: %w", f, err)
 		}

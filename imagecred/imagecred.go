@@ -50,7 +50,7 @@ type Options struct {
 }
 
 // Keyring answers which credentials to use for an image, running the configured providers.
-// It is safe for concurrent use.
+// Create one with New. It is safe for concurrent use.
 type Keyring struct {
 	providers []*provider
 	locations *locationCache
@@ -97,8 +97,8 @@ func New(o Options) (*Keyring, error) {
 
 	k := &Keyring{locations: &locationCache{}}
 	for _, c := range o.Config.Providers {
-		path := filepath.Join(o.BinDir, c.Name)
-		if err := checkBinary(c.Name, path); err != nil {
+		path, err := checkBinary(c.Name, filepath.Join(o.BinDir, c.Name))
+		if err != nil {
 			return nil, err
 		}
 		p := &provider{
@@ -129,15 +129,17 @@ func checkBinDir(dir string) error {
 	return nil
 }
 
-func checkBinary(name, path string) error {
-	_, err := exec.LookPath(path)
+// checkBinary finds a provider's binary as the kubelet does, with exec.LookPath, which on
+// Windows also tries the executable extensions (name.exe), and returns the path to run.
+func checkBinary(name, path string) (string, error) {
+	found, err := exec.LookPath(path)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("imagecred: provider %q: plugin binary executable %s did not exist", name, path)
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound):
+		return "", fmt.Errorf("imagecred: provider %q: plugin binary executable %s did not exist", name, path)
 	case err != nil:
-		return fmt.Errorf("imagecred: provider %q: error inspecting binary executable %s: %w", name, path, err)
+		return "", fmt.Errorf("imagecred: provider %q: error inspecting binary executable %s: %w", name, path, err)
 	}
-	return nil
+	return found, nil
 }
 
 // Lookup normalises image as the kubelet does (see NormalizeImage) and returns the

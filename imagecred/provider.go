@@ -129,9 +129,18 @@ func (p *provider) provideMatched(ctx context.Context, image string, pod *Pod) (
 	if p.beforeFlight != nil {
 		p.beforeFlight()
 	}
-	v, err, _ := p.group.Do(sfKey, func() (any, error) {
+	// The run uses the first caller's context; later callers wait for it, or for their own
+	// context to end.
+	flight := p.group.DoChan(sfKey, func() (any, error) {
 		return p.exec(ctx, image, sa.token, sa.annotations)
 	})
+	var v any
+	select {
+	case r := <-flight:
+		v, err = r.Val, r.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		p.failures.put(sfKey, err, p.now())
 		return nil, err

@@ -84,6 +84,9 @@ func TestCacheKeyType(t *testing.T) {
 			if hits := f.counter(MetricCacheHits, "p"); int(hits) != len(images)-tc.execs {
 				t.Errorf("cache hits %v, want %d", hits, len(images)-tc.execs)
 			}
+			if misses := f.counter(MetricCacheMisses, "p"); int(misses) != tc.execs {
+				t.Errorf("cache misses %v, want %d", misses, tc.execs)
+			}
 		})
 	}
 }
@@ -365,4 +368,38 @@ func (f *fixture) counter(name, p string) float64 {
 		}
 	}
 	return 0
+}
+
+func TestWaitingCallerHonoursItsContext(t *testing.T) {
+	f := newFixture(t)
+	release := filepath.Join(f.dir, "release")
+	p := f.provider("p", response("Image", "", regAuth))
+	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
+	k := f.keyring(Options{}, p)
+	joined := make(chan struct{}, 2)
+	k.providers[0].beforeFlight = func() { joined <- struct{}{} }
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := k.Lookup(context.Background(), "registry.io/app", nil)
+		first <- err
+	}()
+	<-joined
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() {
+		_, err := k.Lookup(ctx, "registry.io/app", nil)
+		second <- err
+	}()
+	<-joined
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled waiter: %v, want context.Canceled", err)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("first caller: %v", err)
+	}
 }

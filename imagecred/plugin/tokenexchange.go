@@ -12,7 +12,9 @@ import (
 	"time"
 )
 
-// RFC 8693 identifiers.
+// RFC 8693 identifiers; not credentials.
+//
+//nolint:gosec // G101 mistakes the URNs for credentials
 const (
 	GrantTypeTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
 	TokenTypeJWT           = "urn:ietf:params:oauth:token-type:jwt"

@@ -204,7 +204,7 @@ func dockerConfigJSON(creds []imagecred.Credential) []byte {
 		}
 		seen[c.Key] = true
 		key, _ := json.Marshal(c.Key)
-		entry, _ := json.Marshal(struct {
+		entry, _ := json.Marshal(struct { //nolint:gosec // printing the credentials is the command's output
 			Username string `json:"username"`
 			Password string `json:"password"`
 			Auth     string `json:"auth"`
@@ -295,7 +295,7 @@ func (o *dockerHelperOptions) get(ctx context.Context, g *globals, in io.Reader,
 		_, _ = fmt.Fprintln(out, errCredentialsNotFound)
 		return errors.New(errCredentialsNotFound)
 	}
-	return json.NewEncoder(out).Encode(struct {
+	return json.NewEncoder(out).Encode(struct { //nolint:gosec // the helper protocol returns the secret on stdout
 		ServerURL string
 		Username  string
 		Secret    string

@@ -8,6 +8,7 @@ go 1.26.0
 
 require (
 	github.com/kplug/kplug v0.0.0
+	k8s.io/component-base v0.36.3
 	k8s.io/kubernetes v1.36.3
 )
 
@@ -100,7 +101,6 @@ require (
 	k8s.io/apiserver v0.36.3 // indirect
 	k8s.io/client-go v0.36.3 // indirect
 	k8s.io/cloud-provider v0.0.0 // indirect
-	k8s.io/component-base v0.36.3 // indirect
 	k8s.io/component-helpers v0.36.3 // indirect
 	k8s.io/controller-manager v0.36.3 // indirect
 	k8s.io/cri-api v0.36.3 // indirect

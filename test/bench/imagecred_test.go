@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/imagecred"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	kubeletplugin "k8s.io/kubernetes/pkg/credentialprovider/plugin"
 )
@@ -166,4 +167,31 @@ func BenchmarkConcurrentFirstPull(b *testing.B) {
 		wg.Wait()
 	}
 	b.ReportMetric(float64(execs(b, dir, "cached")-before)/float64(b.N), "execs/op")
+}
+
+// TestConfigHashMatchesKubelet compares imagecred's config hash with the one the kubelet
+// exports after registering the same file.
+func TestConfigHashMatchesKubelet(t *testing.T) {
+	dir, _, _ := fixture(t)
+	cfg, err := imagecred.LoadConfig(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kubelet string
+	for _, mf := range families {
+		if mf.GetName() == imagecred.MetricConfigInfo {
+			for _, l := range mf.GetMetric()[0].GetLabel() {
+				if l.GetName() == "hash" {
+					kubelet = l.GetValue()
+				}
+			}
+		}
+	}
+	if kubelet == "" || cfg.Hash != kubelet {
+		t.Errorf("config hash %q, kubelet %q", cfg.Hash, kubelet)
+	}
 }

@@ -410,3 +410,89 @@ type (
 	kubeletProvider        = kubeletv1.CredentialProvider
 	kubeletTokenAttributes = kubeletv1.ServiceAccountTokenAttributes
 )
+
+// TestImageCredentialDockerHelperPull pulls through go-containerregistry's default
+// keychain, which runs docker-credential-kplug (kplug image-credential docker-helper) as
+// docker, crane and containerd would; the helper runs a kubelet-style provider plugin and
+// keeps its answer in an on-disk cache across helper runs.
+func TestImageCredentialDockerHelperPull(t *testing.T) {
+	reg := startRegistry(t)
+	ref := reg.host + "/team/helper:v1"
+	pushed := reg.push(t, ref)
+
+	dir := t.TempDir()
+	binDir := filepath.Join(dir, "plugins")
+	helperDir := filepath.Join(dir, "path")
+	dockerDir := filepath.Join(dir, "home", ".docker")
+	for _, d := range []string{binDir, helperDir, dockerDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := filepath.Join(dir, "plugin-runs")
+	writeExecutable(t, filepath.Join(binDir, "static"), fmt.Sprintf(`#!/bin/sh
+cat > /dev/null
+echo run >> %q
+printf '%%s' '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"1h","auth":{"%s":{"username":"puller","password":"%s"}}}'
+`, runs, reg.host, reg.pullerPassword))
+	config := filepath.Join(dir, "config.yaml")
+	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+- name: static
+  matchImages: [%q]
+  defaultCacheDuration: 1m
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+`, reg.host))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeExecutable(t, filepath.Join(helperDir, "docker-credential-kplug"), fmt.Sprintf(`#!/bin/sh
+%s=1 exec %q image-credential docker-helper --config %q --bin-dir %q --cache-dir %q "$@"
+`, runKplugEnv, exe, config, binDir, filepath.Join(dir, "cache")))
+	writeFile(t, filepath.Join(dockerDir, "config.json"), fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, reg.host))
+	t.Setenv("HOME", filepath.Dir(dockerDir))
+	t.Setenv("DOCKER_CONFIG", dockerDir)
+	t.Setenv("PATH", helperDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull := func() {
+		t.Helper()
+		img, err := remote.Image(r, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		if err != nil {
+			t.Fatalf("pull through the credential helper: %v", err)
+		}
+		if d, err := img.Digest(); err != nil || d != pushed {
+			t.Fatalf("pulled digest %v (%v), want %v", d, err, pushed)
+		}
+	}
+	pull()
+	first := countLines(t, runs)
+	if first == 0 {
+		t.Fatal("the provider plugin never ran")
+	}
+	pull()
+	if again := countLines(t, runs); again != first {
+		t.Errorf("plugin ran %d more times on the second pull; the helper's disk cache should answer", again-first)
+	}
+}
+
+func writeExecutable(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Count(data, []byte("\n"))
+}
