@@ -1,0 +1,49 @@
+package mvproxy
+
+import (
+	"bytes"
+	"log"
+	"log/slog"
+	"net/http"
+)
+
+// capture is an http.ResponseWriter that keeps the response, for the local discovery
+// document the merge needs.
+type capture struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func newCapture() *capture { return &capture{header: http.Header{}} }
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	return c.body.Write(p)
+}
+
+func (c *capture) copyTo(w http.ResponseWriter) {
+	for k, vs := range c.header {
+		w.Header()[k] = vs
+	}
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	w.WriteHeader(c.code)
+	_, _ = w.Write(c.body.Bytes())
+}
+
+// slogErrorLog adapts a slog.Logger for httputil.ReverseProxy.ErrorLog.
+func slogErrorLog(l *slog.Logger) *log.Logger {
+	return slog.NewLogLogger(l.Handler(), slog.LevelWarn)
+}
