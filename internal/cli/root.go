@@ -93,6 +93,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.SuggestionsMinimumDistance = 2
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.AddCommand(newVersionCommand(g))
+	root.AddCommand(newPeerproxyCommand(g))
 	return root
 }
 
