@@ -2,6 +2,7 @@ package mvproxy
 
 import (
 	"cmp"
+	"reflect"
 	"slices"
 	"sync"
 )
@@ -42,8 +43,19 @@ func (d *Directory) Self() string { return d.self }
 func (d *Directory) SetLocal(doc *Document) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !sameDocument(d.local, doc) {
+		d.generation++
+	}
 	d.local = doc
-	d.generation++
+}
+
+// sameDocument reports whether two documents list the same; a periodic refresh that
+// finds nothing new must not invalidate the merged document.
+func sameDocument(a, b *Document) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return reflect.DeepEqual(a.Groups, b.Groups) && reflect.DeepEqual(a.Core, b.Core)
 }
 
 // Local returns the local server's discovery, nil before the first SetLocal.
@@ -85,8 +97,10 @@ func (d *Directory) SetPeerDocument(id, holder string, doc *Document) {
 	if !ok || e.info.Holder != holder {
 		return
 	}
+	if !sameDocument(e.doc, doc) {
+		d.generation++
+	}
 	e.doc = doc
-	d.generation++
 }
 
 // RemovePeer forgets a peer.

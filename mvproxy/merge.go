@@ -140,8 +140,8 @@ func sameSubresources(a, b []apidiscoveryv2.APISubresourceDiscovery) bool {
 
 // mergeOrder merges name lists into one list holding each name once, keeping every
 // list's relative order where the lists agree (a topological order of "a comes before b
-// in some list"). Among names free to go next, the one first seen wins; names caught in
-// a disagreement cycle follow in order of first sight.
+// in some list"). Among names free to go next, the one first seen wins; where the lists
+// disagree (a cycle), the first-seen name left goes next.
 func mergeOrder(lists [][]string) []string {
 	if allEqual(lists) {
 		return slices.Clone(lists[0])
@@ -177,8 +177,7 @@ func mergeOrder(lists [][]string) []string {
 	heap.Init(ready)
 	out := make([]string, 0, len(names))
 	done := make([]bool, len(names))
-	for ready.Len() > 0 {
-		r := heap.Pop(ready).(int)
+	emit := func(r int) {
 		done[r] = true
 		out = append(out, names[r])
 		for _, n := range next[r] {
@@ -187,10 +186,19 @@ func mergeOrder(lists [][]string) []string {
 			}
 		}
 	}
-	for r, d := range done {
-		if !d {
-			out = append(out, names[r])
+	forced := 0 // names before this rank are all done
+	for len(out) < len(names) {
+		if ready.Len() > 0 {
+			if r := heap.Pop(ready).(int); !done[r] {
+				emit(r)
+			}
+			continue
 		}
+		// The lists disagree (a cycle): the first-seen name left goes next.
+		for done[forced] {
+			forced++
+		}
+		emit(forced)
 	}
 	return out
 }
