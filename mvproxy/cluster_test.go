@@ -195,7 +195,7 @@ func (c *testCluster) startNode(t *testing.T, name string, doc *Document) *testN
 		ID: "peerproxy-" + name, Address: ln.Addr().String(), LocalURL: b.srv.URL,
 		LocalRootCAs: c.clusterCA.pool(), LocalClient: localClient, Client: c.client,
 		ProxyClientCert: c.frontCA.client(t, "front-proxy-client"), PeerRootCAs: c.clusterCA.pool(),
-		Identifier: &CertIdentifier{ClientCAs: c.clientCA.pool(), RequestHeaderCAs: c.frontCA.pool(), AllowedNames: []string{"front-proxy-client"}},
+		Identifier:   &CertIdentifier{ClientCAs: c.clientCA.pool(), RequestHeaderCAs: c.frontCA.pool(), AllowedNames: []string{"front-proxy-client"}},
 		LocalRefresh: time.Hour, PeerRefresh: time.Hour, PeerTimeout: 2 * time.Second,
 		Metrics: metrics, Logger: testLogger(),
 	})
@@ -335,6 +335,5 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 	}
 	return strings.TrimSpace(line)
 }
-
 
 func httptestUnstarted(h http.Handler) *httptest.Server { return httptest.NewUnstartedServer(h) }
