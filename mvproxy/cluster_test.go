@@ -153,7 +153,7 @@ const (
 	tokenSidecar = "token-sidecar"
 )
 
-func newTestCluster(t *testing.T, docs ...*Document) *testCluster {
+func newTestCluster(t testing.TB, docs ...*Document) *testCluster {
 	t.Helper()
 	c := &testCluster{
 		clusterCA: newTestCA(t, "cluster"), clientCA: newTestCA(t, "client"),
@@ -167,7 +167,7 @@ func newTestCluster(t *testing.T, docs ...*Document) *testCluster {
 	return c
 }
 
-func (c *testCluster) startNode(t *testing.T, name string, doc *Document) *testNode {
+func (c *testCluster) startNode(t testing.TB, name string, doc *Document) *testNode {
 	t.Helper()
 	b := &backend{
 		name: name, doc: doc, frontProxyCAs: c.frontCA.pool(),
@@ -221,7 +221,7 @@ func (c *testCluster) startNode(t *testing.T, name string, doc *Document) *testN
 }
 
 // waitSynced waits until every sidecar has synced and knows every other's discovery.
-func (c *testCluster) waitSynced(t *testing.T) {
+func (c *testCluster) waitSynced(t testing.TB) {
 	t.Helper()
 	waitFor(t, "sidecars synced with all peers", func() bool {
 		for _, n := range c.nodes {
@@ -240,7 +240,7 @@ func (c *testCluster) waitSynced(t *testing.T) {
 
 // httpClient returns a client of the sidecars: with cert as its client certificate and
 // token as its bearer token, if set.
-func (c *testCluster) httpClient(t *testing.T, cert *tls.Certificate, token string) *http.Client {
+func (c *testCluster) httpClient(t testing.TB, cert *tls.Certificate, token string) *http.Client {
 	t.Helper()
 	tc := &tls.Config{RootCAs: c.clusterCA.pool(), MinVersion: tls.VersionTLS12}
 	if cert != nil {
@@ -266,7 +266,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // waitFor polls cond; the bound only keeps a broken test from hanging.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

@@ -10,7 +10,7 @@ import (
 
 // newFilter is the Handler as a filter in a k8s.io/apiserver-style chain: the caller comes
 // from the request context (here a header set by the test's "authentication").
-func newFilter(t *testing.T, dir *Directory, local http.Handler) *Handler {
+func newFilter(t testing.TB, dir *Directory, local http.Handler) *Handler {
 	t.Helper()
 	h, err := NewHandler(Options{
 		Local: local, Directory: dir, PeerTransport: http.DefaultTransport,

@@ -196,14 +196,3 @@ func benchGroups(server, n, shift int) *apidiscoveryv2.APIGroupDiscoveryList {
 	}
 	return l
 }
-
-// BenchmarkMerge merges 3 servers' documents of 100 groups each, 5 of which differ.
-func BenchmarkMerge(b *testing.B) {
-	servers := []ServerGroups{{ID: "a", Groups: benchGroups(0, 100, 5)}, {ID: "b", Groups: benchGroups(1, 100, 5)}, {ID: "c", Groups: benchGroups(2, 100, 5)}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := encodeDiscovery(Merge(servers)); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
