@@ -138,7 +138,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Spread load; the order is also the failover order.
-		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] }) //nolint:gosec // load spreading, not security
 		ctx := context.WithValue(r.Context(), routeKey{}, &routeState{gvr: gvr, peers: peers})
 		h.peer.ServeHTTP(w, r.WithContext(ctx))
 	}

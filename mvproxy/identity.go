@@ -161,5 +161,5 @@ func (c *CertIdentifier) Identify(r *http.Request) (Caller, error) {
 	if peerErr == nil {
 		return Caller{}, fmt.Errorf("client certificate %q is signed by the request-header CA but its common name is not among the allowed names", leaf.Subject.CommonName)
 	}
-	return Caller{}, fmt.Errorf("client certificate %q is not signed by the client CA (%v) or the request-header CA (%v)", leaf.Subject.CommonName, clientErr, peerErr)
+	return Caller{}, fmt.Errorf("client certificate %q is not signed by the client CA (%w) or the request-header CA (%w)", leaf.Subject.CommonName, clientErr, peerErr)
 }

@@ -119,7 +119,7 @@ func (k *LeaseKeeper) renew(ctx context.Context) error {
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(k.Holder()),
-				LeaseDurationSeconds: ptr.To(int32(k.Duration / time.Second)),
+				LeaseDurationSeconds: ptr.To(k.durationSeconds()),
 				AcquireTime:          &now,
 				RenewTime:            &now,
 			},
@@ -132,13 +132,19 @@ func (k *LeaseKeeper) renew(ctx context.Context) error {
 	}
 	l.Spec.HolderIdentity = ptr.To(k.Holder())
 	l.Spec.RenewTime = &now
-	l.Spec.LeaseDurationSeconds = ptr.To(int32(k.Duration / time.Second))
+	l.Spec.LeaseDurationSeconds = ptr.To(k.durationSeconds())
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[AddressAnnotation] = k.Address
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	return err
+}
+
+// durationSeconds is Duration in whole seconds, at least 1 and at most a day.
+func (k *LeaseKeeper) durationSeconds() int32 {
+	s := min(max(k.Duration/time.Second, 1), 24*3600)
+	return int32(s)
 }
 
 // peerFromLease reads a peer from a sidecar's Lease; ok is false for a Lease that is not

@@ -95,7 +95,7 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 
 	// Sidecar 1's apiserver does not serve batch/v1: the request succeeds through it once
 	// it knows its peer.
-	eventually(t, ctx, "jobs listed through the sidecar of the server without batch/v1", func() error {
+	eventually(ctx, t, "jobs listed through the sidecar of the server without batch/v1", func() error {
 		return expectStatus(ctx, admin, sides[1].URL+jobsPath, nil, http.StatusOK)
 	})
 
@@ -138,17 +138,17 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 
 	t.Run("merged discovery", func(t *testing.T) {
 		for i, s := range sides {
-			merged := discoveryGroups(t, ctx, admin, s.URL, acceptAggregated)
+			merged := discoveryGroups(ctx, t, admin, s.URL, acceptAggregated)
 			if !slices.Contains(merged, "batch") || !slices.Contains(merged, "apps") {
 				t.Errorf("sidecar %d: merged /apis groups %v lack batch or apps", i, merged)
 			}
-			local := discoveryGroups(t, ctx, admin, s.URL, acceptAggregated+";profile=nopeer")
+			local := discoveryGroups(ctx, t, admin, s.URL, acceptAggregated+";profile=nopeer")
 			if got, want := slices.Contains(local, "batch"), i == 0; got != want {
 				t.Errorf("sidecar %d: profile=nopeer lists batch: %v, want %v", i, got, want)
 			}
 		}
-		a := discoveryGroups(t, ctx, admin, sides[0].URL, acceptAggregated)
-		b := discoveryGroups(t, ctx, admin, sides[1].URL, acceptAggregated)
+		a := discoveryGroups(ctx, t, admin, sides[0].URL, acceptAggregated)
+		b := discoveryGroups(ctx, t, admin, sides[1].URL, acceptAggregated)
 		if !slices.Equal(a, b) {
 			t.Errorf("merged group order differs between sidecars:\n%v\n%v", a, b)
 		}
@@ -165,7 +165,7 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 			c := userClient(t, cp, u)
 			for i, s := range sides {
 				hdr := http.Header{"X-Remote-User": {"kplug-admin"}, "X-Remote-Group": {"system:masters"}}
-				code, body := get(t, ctx, c, s.URL+jobsPath, hdr)
+				code, body := get(ctx, t, c, s.URL+jobsPath, hdr)
 				if code != http.StatusForbidden || !strings.Contains(body, `User \"`+u.Name+`\"`) {
 					t.Errorf("%s via sidecar %d: %d %s", u.Name, i, code, body)
 				}
@@ -181,7 +181,7 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 	t.Run("503 while the capable apiserver is down, back when it returns", func(t *testing.T) {
 		cp.Servers[0].Stop()
 		for i, s := range sides {
-			code, body := get(t, ctx, admin, s.URL+jobsPath, nil)
+			code, body := get(ctx, t, admin, s.URL+jobsPath, nil)
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, "unreachable") {
 				t.Errorf("sidecar %d with the capable apiserver down: %d %s", i, code, body)
 			}
@@ -189,17 +189,17 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 		if err := cp.Restart(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, ctx, "jobs through sidecar 1 after the capable apiserver returned", func() error {
+		eventually(ctx, t, "jobs through sidecar 1 after the capable apiserver returned", func() error {
 			return expectStatus(ctx, admin, sides[1].URL+jobsPath, nil, http.StatusOK)
 		})
 	})
 
 	t.Run("a peer that leaves takes its resources with it", func(t *testing.T) {
 		sides[0].stop(t) // graceful: deletes its Lease
-		eventually(t, ctx, "404 for jobs through sidecar 1 once its only capable peer left", func() error {
+		eventually(ctx, t, "404 for jobs through sidecar 1 once its only capable peer left", func() error {
 			return expectStatus(ctx, admin, sides[1].URL+jobsPath, nil, http.StatusNotFound)
 		})
-		merged := discoveryGroups(t, ctx, admin, sides[1].URL, acceptAggregated)
+		merged := discoveryGroups(ctx, t, admin, sides[1].URL, acceptAggregated)
 		if slices.Contains(merged, "batch") {
 			t.Errorf("merged discovery still lists batch after the peer left: %v", merged)
 		}
@@ -258,7 +258,7 @@ func do(ctx context.Context, c *http.Client, url string, hdr http.Header) (int, 
 	return resp.StatusCode, string(body), err
 }
 
-func get(t *testing.T, ctx context.Context, c *http.Client, url string, hdr http.Header) (int, string) {
+func get(ctx context.Context, t *testing.T, c *http.Client, url string, hdr http.Header) (int, string) {
 	t.Helper()
 	code, body, err := do(ctx, c, url, hdr)
 	if err != nil {
@@ -279,7 +279,7 @@ func expectStatus(ctx context.Context, c *http.Client, url string, hdr http.Head
 }
 
 // eventually retries f until it succeeds, failing the test when ctx or a minute ends.
-func eventually(t *testing.T, ctx context.Context, what string, f func() error) {
+func eventually(ctx context.Context, t *testing.T, what string, f func() error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -296,9 +296,9 @@ func eventually(t *testing.T, ctx context.Context, what string, f func() error) 
 	}
 }
 
-func discoveryGroups(t *testing.T, ctx context.Context, c *http.Client, base, accept string) []string {
+func discoveryGroups(ctx context.Context, t *testing.T, c *http.Client, base, accept string) []string {
 	t.Helper()
-	code, body := get(t, ctx, c, base+"/apis", http.Header{"Accept": {accept}})
+	code, body := get(ctx, t, c, base+"/apis", http.Header{"Accept": {accept}})
 	if code != http.StatusOK {
 		t.Fatalf("GET %s/apis: %d %.300s", base, code, body)
 	}

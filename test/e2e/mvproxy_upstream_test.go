@@ -25,25 +25,25 @@ func TestMixedVersionProxyUpstream(t *testing.T) {
 	admin := userClient(t, cp, cp.Admin)
 	b := cp.Servers[1].URL
 
-	eventually(t, ctx, "jobs through the server without batch/v1", func() error {
+	eventually(ctx, t, "jobs through the server without batch/v1", func() error {
 		return expectStatus(ctx, admin, b+jobsPath, nil, http.StatusOK)
 	})
-	merged := discoveryGroups(t, ctx, admin, b, acceptAggregated)
-	local := discoveryGroups(t, ctx, admin, b, acceptAggregated+";profile=nopeer")
+	merged := discoveryGroups(ctx, t, admin, b, acceptAggregated)
+	local := discoveryGroups(ctx, t, admin, b, acceptAggregated+";profile=nopeer")
 	if !slices.Contains(merged, "batch") || slices.Contains(local, "batch") {
 		t.Errorf("upstream discovery: merged %v, nopeer %v", merged, local)
 	}
 	// Difference: profile=local (the KEP's name) gets the merged document upstream.
-	if got := discoveryGroups(t, ctx, admin, b, acceptAggregated+";profile=local"); !slices.Contains(got, "batch") {
+	if got := discoveryGroups(ctx, t, admin, b, acceptAggregated+";profile=local"); !slices.Contains(got, "batch") {
 		t.Errorf("upstream profile=local: %v, expected the merged document", got)
 	}
 	// The token user is forwarded as itself (front-proxy headers).
-	code, body := get(t, ctx, userClient(t, cp, cp.TokenUser), b+jobsPath, nil)
+	code, body := get(ctx, t, userClient(t, cp, cp.TokenUser), b+jobsPath, nil)
 	if code != http.StatusForbidden || !strings.Contains(body, `User \"bob\"`) {
 		t.Errorf("upstream, token user: %d %s", code, body)
 	}
 	// Difference: a client's guard header turns proxying off upstream, giving a 404.
-	code, body = get(t, ctx, admin, b+jobsPath, http.Header{"X-Kubernetes-Peer-Proxied": {"true"}})
+	code, body = get(ctx, t, admin, b+jobsPath, http.Header{"X-Kubernetes-Peer-Proxied": {"true"}})
 	if code != http.StatusNotFound {
 		t.Errorf("upstream with a client-sent guard header: %d %.200s, expected 404", code, body)
 	}
@@ -51,7 +51,7 @@ func TestMixedVersionProxyUpstream(t *testing.T) {
 	// shutdown deletes its leases, so no peer serves jobs any more) or, while the peer has
 	// not noticed yet, a plain-text 503; kplug keeps answering 503 with a Status.
 	cp.Servers[0].Stop()
-	code, body = get(t, ctx, admin, b+jobsPath, nil)
+	code, body = get(ctx, t, admin, b+jobsPath, nil)
 	t.Logf("upstream with the capable server down: %d %q", code, body)
 	if code != http.StatusNotFound && code != http.StatusServiceUnavailable {
 		t.Errorf("upstream with the capable server down: %d %s, expected 404 or 503", code, body)
@@ -59,7 +59,7 @@ func TestMixedVersionProxyUpstream(t *testing.T) {
 	if err := cp.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "jobs through server 1 after server 0 returned", func() error {
+	eventually(ctx, t, "jobs through server 1 after server 0 returned", func() error {
 		return expectStatus(ctx, admin, b+jobsPath, nil, http.StatusOK)
 	})
 }
