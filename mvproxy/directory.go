@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 )
 
 // PeerInfo is a peer as its Lease advertises it.
@@ -27,8 +29,9 @@ type Directory struct {
 }
 
 type peerEntry struct {
-	info PeerInfo
-	doc  *Document // nil until fetched, or after a restart whose discovery failed
+	info  PeerInfo
+	doc   *Document // nil until fetched, or after a restart whose discovery failed
+	stale bool      // the last refresh of doc failed
 }
 
 // NewDirectory returns an empty directory for the server with identity self.
@@ -97,10 +100,24 @@ func (d *Directory) SetPeerDocument(id, holder string, doc *Document) {
 	if !ok || e.info.Holder != holder {
 		return
 	}
-	if !sameDocument(e.doc, doc) {
+	if !sameDocument(e.doc, doc) || e.stale {
 		d.generation++
 	}
-	e.doc = doc
+	e.doc, e.stale = doc, false
+}
+
+// SetPeerStale records that refreshing a peer's discovery failed: the peer keeps its
+// last-known discovery, so that its resources are answered with 503 rather than 404,
+// and its versions are marked Stale in the merged document.
+func (d *Directory) SetPeerStale(id, holder string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.peers[id]
+	if !ok || e.info.Holder != holder || e.stale || e.doc == nil {
+		return
+	}
+	e.stale = true
+	d.generation++
 }
 
 // RemovePeer forgets a peer.
@@ -160,9 +177,27 @@ func (d *Directory) peerGroups() (uint64, []ServerGroups) {
 	defer d.mu.RUnlock()
 	var out []ServerGroups
 	for id, e := range d.peers {
-		if e.doc != nil && e.doc.Groups != nil {
-			out = append(out, ServerGroups{ID: id, Groups: e.doc.Groups})
+		if e.doc == nil || e.doc.Groups == nil {
+			continue
 		}
+		groups := e.doc.Groups
+		if e.stale {
+			groups = markStale(groups)
+		}
+		out = append(out, ServerGroups{ID: id, Groups: groups})
 	}
 	return d.generation, out
+}
+
+// markStale returns a copy of l whose versions are all Stale; resources are shared.
+func markStale(l *apidiscoveryv2.APIGroupDiscoveryList) *apidiscoveryv2.APIGroupDiscoveryList {
+	out := *l
+	out.Items = slices.Clone(l.Items)
+	for i := range out.Items {
+		out.Items[i].Versions = slices.Clone(out.Items[i].Versions)
+		for j := range out.Items[i].Versions {
+			out.Items[i].Versions[j].Freshness = apidiscoveryv2.DiscoveryFreshnessStale
+		}
+	}
+	return &out
 }

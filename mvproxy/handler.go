@@ -198,7 +198,7 @@ func (h *Handler) peerError(w http.ResponseWriter, r *http.Request, err error) {
 	h.o.Metrics.reroutedRequest(strconv.Itoa(http.StatusServiceUnavailable), st.gvr)
 	h.log.Warn("no capable peer reachable", "resource", st.gvr.String(), "err", err)
 	writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-		fmt.Sprintf("mvproxy: %s is served by %d peer(s), none reachable: %v", st.gvr, len(st.peers), err), 0)
+		fmt.Sprintf("mvproxy: %s is served by %d peer(s), none reachable: %v", st.gvr, len(st.peers), err), retryAfterSeconds)
 }
 
 // failoverTransport tries the request's capable peers in turn while a connection fails

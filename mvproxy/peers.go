@@ -147,6 +147,7 @@ func (w *PeerWatcher) syncPeer(ctx context.Context, l *coordinationv1.Lease) err
 	if err != nil {
 		w.Metrics.proxyError(ErrorPeerDiscovery, GVR{})
 		w.Logger.Warn("fetching peer discovery", "peer", info.ID, "err", err)
+		w.Directory.SetPeerStale(info.ID, info.Holder)
 		return err
 	}
 	w.Directory.SetPeerDocument(info.ID, info.Holder, doc)

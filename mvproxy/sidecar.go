@@ -150,7 +150,7 @@ func NewSidecar(o SidecarOptions) (*Sidecar, error) {
 			o.Metrics.proxyError(ErrorLocalUnreachable, gvr)
 			o.Logger.Warn("local apiserver unreachable", "url", o.LocalURL, "err", err)
 			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-				fmt.Sprintf("mvproxy: the local apiserver at %s is unreachable: %v", o.LocalURL, err), 0)
+				fmt.Sprintf("mvproxy: the local apiserver at %s is unreachable: %v", o.LocalURL, err), retryAfterSeconds)
 		},
 		ErrorLog: slogErrorLog(o.Logger),
 	}
@@ -197,12 +197,14 @@ func (s *Sidecar) Run(ctx context.Context) {
 	}
 }
 
-// ServerTLSConfig is the TLS configuration for the sidecar's listener: it serves cert and
-// asks for, without requiring, a client certificate, which the Identifier then checks.
+// ServerTLSConfig is the TLS configuration for the sidecar's listener: it serves cert,
+// offers HTTP/2 and HTTP/1.1 (upgrades need the latter), and asks for, without requiring,
+// a client certificate, which the Identifier then checks.
 func ServerTLSConfig(cert tls.Certificate) *tls.Config {
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		ClientAuth:   tls.RequestClientCert,
+		NextProtos:   []string{"h2", "http/1.1"},
 		MinVersion:   tls.VersionTLS12,
 	}
 }

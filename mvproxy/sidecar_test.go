@@ -145,20 +145,31 @@ func TestSidecarPeerProxiedRequestIsServedLocally(t *testing.T) {
 
 func TestSidecarStreamsWatches(t *testing.T) {
 	c := twoServers(t)
-	client := c.httpClient(t, nil, tokenBob)
-	resp, err := client.Get(c.nodes[1].srv.URL + "/apis/batch/v1/jobs?watch=true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	r := bufio.NewReader(resp.Body)
-	// The first event arrives while the backend is still holding the second back.
-	if got := readLine(t, r); got != `{"type":"ADDED","server":"server-0"}` {
-		t.Errorf("first event %q", got)
-	}
-	c.nodes[0].backend.watchStep <- struct{}{}
-	if got := readLine(t, r); got != `{"type":"MODIFIED","server":"server-0"}` {
-		t.Errorf("second event %q", got)
+	h2 := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: c.clusterCA.pool(), MinVersion: tls.VersionTLS12}}
+	t.Cleanup(h2.CloseIdleConnections)
+	for proto, client := range map[string]*http.Client{
+		"HTTP/1.1": c.httpClient(t, nil, tokenBob),
+		"HTTP/2.0": {Transport: bearerTransport{token: tokenBob, base: h2}},
+	} {
+		t.Run(proto, func(t *testing.T) {
+			resp, err := client.Get(c.nodes[1].srv.URL + "/apis/batch/v1/jobs?watch=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.Proto != proto {
+				t.Errorf("client spoke %s to the sidecar, want %s", resp.Proto, proto)
+			}
+			r := bufio.NewReader(resp.Body)
+			// The first event arrives while the backend is still holding the second back.
+			if got := readLine(t, r); got != `{"type":"ADDED","server":"server-0"}` {
+				t.Errorf("first event %q", got)
+			}
+			c.nodes[0].backend.watchStep <- struct{}{}
+			if got := readLine(t, r); got != `{"type":"MODIFIED","server":"server-0"}` {
+				t.Errorf("second event %q", got)
+			}
+		})
 	}
 }
 
@@ -342,7 +353,9 @@ func TestSidecarIgnoresBadPeers(t *testing.T) {
 		_, _ = io.WriteString(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
 	}))
 	untrusted := httptestTLSCert(t, c.otherCA.serving(t), c.nodes[0].sidecar)
+	hanging := httptestTLS(t, c, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	leases := map[string]string{
+		"peerproxy-hanging":   hanging,
 		"peerproxy-garbage":   srvGarbage,
 		"peerproxy-untrusted": untrusted,
 		"peerproxy-bogus":     "not an address",
@@ -360,7 +373,7 @@ func TestSidecarIgnoresBadPeers(t *testing.T) {
 	m := c.nodes[1].sidecar.o.Metrics
 	waitFor(t, "bad peers counted", func() bool {
 		return testutil.ToFloat64(m.proxyErrors.WithLabelValues(ErrorBadLease, "", "", "")) >= 1 &&
-			testutil.ToFloat64(m.proxyErrors.WithLabelValues(ErrorPeerDiscovery, "", "", "")) >= 2
+			testutil.ToFloat64(m.proxyErrors.WithLabelValues(ErrorPeerDiscovery, "", "", "")) >= 3
 	})
 	// Routing and merged discovery still work, and name only the good peer.
 	code, got, body := getSeen(t, c.httpClient(t, nil, tokenBob), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", nil)

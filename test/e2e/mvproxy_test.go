@@ -186,11 +186,18 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 				t.Errorf("sidecar %d with the capable apiserver down: %d %s", i, code, body)
 			}
 		}
+		// Sidecar 1 keeps its peer's last-known discovery and marks it Stale.
+		eventually(ctx, t, "batch/v1 Stale in sidecar 1's merged discovery", func() error {
+			return batchFreshness(ctx, admin, sides[1].URL, "Stale")
+		})
 		if err := cp.Restart(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
 		eventually(ctx, t, "jobs through sidecar 1 after the capable apiserver returned", func() error {
 			return expectStatus(ctx, admin, sides[1].URL+jobsPath, nil, http.StatusOK)
+		})
+		eventually(ctx, t, "batch/v1 Current again", func() error {
+			return batchFreshness(ctx, admin, sides[1].URL, "Current")
 		})
 	})
 
@@ -311,6 +318,29 @@ func discoveryGroups(ctx context.Context, t *testing.T, c *http.Client, base, ac
 		names = append(names, g.Name)
 	}
 	return names
+}
+
+// batchFreshness checks the freshness of batch/v1 in base's merged discovery.
+func batchFreshness(ctx context.Context, c *http.Client, base, want string) error {
+	code, body, err := do(ctx, c, base+"/apis", http.Header{"Accept": {acceptAggregated}})
+	if err != nil || code != http.StatusOK {
+		return fmt.Errorf("GET /apis: %d %v", code, err)
+	}
+	var l apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal([]byte(body), &l); err != nil {
+		return err
+	}
+	for _, g := range l.Items {
+		for _, v := range g.Versions {
+			if g.Name == "batch" && v.Version == "v1" {
+				if string(v.Freshness) != want {
+					return fmt.Errorf("batch/v1 freshness %q, want %q", v.Freshness, want)
+				}
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("no batch/v1 in merged discovery")
 }
 
 // sidecarKubeconfigs writes, for each user, a kubeconfig whose contexts sidecar-<i> point
