@@ -5,6 +5,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"sync"
 )
 
 // capture is an http.ResponseWriter that keeps the response, for the local discovery
@@ -47,3 +48,14 @@ func (c *capture) copyTo(w http.ResponseWriter) {
 func slogErrorLog(l *slog.Logger) *log.Logger {
 	return slog.NewLogLogger(l.Handler(), slog.LevelWarn)
 }
+
+// bufferPool lends ReverseProxy its 32 KiB copy buffers instead of allocating one per
+// response.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+}
+
+func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
+func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }

@@ -81,6 +81,7 @@ func NewHandler(o Options) (*Handler, error) {
 		ModifyResponse: h.recordPeerResponse,
 		ErrorHandler:   h.peerError,
 		ErrorLog:       slogErrorLog(h.log),
+		BufferPool:     newBufferPool(),
 	}
 	return h, nil
 }

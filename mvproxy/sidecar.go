@@ -152,7 +152,8 @@ func NewSidecar(o SidecarOptions) (*Sidecar, error) {
 			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 				fmt.Sprintf("mvproxy: the local apiserver at %s is unreachable: %v", o.LocalURL, err), retryAfterSeconds)
 		},
-		ErrorLog: slogErrorLog(o.Logger),
+		ErrorLog:   slogErrorLog(o.Logger),
+		BufferPool: newBufferPool(),
 	}
 	s.handler, err = NewHandler(Options{
 		Local:         localHandler,
