@@ -45,6 +45,7 @@ lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint
 .PHONY: bench
 bench: ## Benchmarks: kplug beside the upstream code it replaces (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+	cd test/bench && $(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 
 .PHONY: demo
 demo: tools build ## Start a control plane, make a real request, shut it down
