@@ -31,7 +31,8 @@ const jobsPath = "/apis/batch/v1/namespaces/default/jobs"
 
 // sidecar is one `kplug peerproxy` running in this process.
 type sidecar struct {
-	URL    string
+	URL     string
+	Metrics string // http://host:port/metrics
 	cancel context.CancelFunc
 	done   chan struct{} // closed when peerproxy returned code
 	code   int
@@ -51,8 +52,8 @@ func (s *sidecar) stop(t *testing.T) {
 // Leases in kube-system), and stops it when the test ends.
 func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
 	t.Helper()
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
 	args := []string{"peerproxy", "-v=4",
 		"--kubeconfig=" + cp.Admin.Kubeconfig, "--apiserver=" + cp.Servers[i].URL,
@@ -62,10 +63,10 @@ func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
 		"--requestheader-client-ca-file=" + p.FrontProxyCA.File, "--requestheader-allowed-names=" + framework.FrontProxyClientName,
 		"--proxy-client-cert-file=" + p.ProxyClient.CertFile, "--proxy-client-key-file=" + p.ProxyClient.KeyFile,
 		"--peer-ca-file=" + p.ClusterCA.File,
-		"--local-refresh=2s", "--peer-refresh=3s", "--peer-timeout=3s",
+		"--local-refresh=2s", "--peer-refresh=3s", "--peer-timeout=3s", "--metrics-addr=" + metricsAddr,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sidecar{URL: "https://" + addr, cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
+	s := &sidecar{URL: "https://" + addr, Metrics: "http://" + metricsAddr + "/metrics", cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
 	go func() {
 		defer close(s.done)
 		s.code = cli.Run(ctx, args, cli.IO{In: strings.NewReader(""), Out: s.log, Err: s.log})
@@ -134,6 +135,21 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 			}
 		}
 		t.Error("kubectl watch through sidecar 1 never showed job.batch/two")
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		code, body, err := do(ctx, http.DefaultClient, sides[1].Metrics, nil)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", sides[1].Metrics, code, err)
+		}
+		for _, want := range []string{
+			`apiserver_rerouted_request_total{code="200",group="batch",resource="jobs",version="v1"}`,
+			`apiserver_rerouted_request_total{code="201",group="batch",resource="jobs",version="v1"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("sidecar 1 metrics lack %s", want)
+			}
+		}
 	})
 
 	t.Run("merged discovery", func(t *testing.T) {
