@@ -189,6 +189,9 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	if o.clientCA != "" {
 		clientCAs, err = loadPool(o.clientCA, "client-ca-file")
 		errs = append(errs, err)
+		if len(o.allowedNames) == 0 && sameFileContent(o.clientCA, o.requestHeaderCA) {
+			errs = append(errs, errors.New("--client-ca-file and --requestheader-client-ca-file are the same CA and --requestheader-allowed-names is empty: every user's client certificate would be trusted to assert any identity; use a separate front-proxy CA or set --requestheader-allowed-names"))
+		}
 	}
 	restCfg, err := clientcmd.BuildConfigFromFlags(o.apiserver, o.kubeconfig)
 	if err != nil {
@@ -249,6 +252,12 @@ func loadPool(path, flag string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flag, path)
 	}
 	return pool, nil
+}
+
+func sameFileContent(a, b string) bool {
+	da, errA := os.ReadFile(a) //nolint:gosec // the operator names the file with a flag
+	db, errB := os.ReadFile(b) //nolint:gosec // the operator names the file with a flag
+	return errA == nil && errB == nil && string(da) == string(db)
 }
 
 // defaultPeerID derives a stable Lease name from the hostname, as kube-apiserver does

@@ -24,6 +24,9 @@ func TestPeerproxyInvalidConfigurationExitsTwo(t *testing.T) {
 		{"unreadable files", []string{"peerproxy", "--kubeconfig=" + filepath.Join(dir, "kc"), "--tls-cert-file=" + filepath.Join(dir, "missing.crt"),
 			"--tls-private-key-file=k", "--requestheader-client-ca-file=" + notPEM, "--proxy-client-cert-file=p", "--proxy-client-key-file=p",
 			"--peer-ca-file=" + notPEM, "--listen-address=:6444"}, ""},
+		{"one CA for users and peers, no allowed names", []string{"peerproxy", "--kubeconfig=kc", "--tls-cert-file=c", "--tls-private-key-file=k",
+			"--client-ca-file=" + notPEM, "--requestheader-client-ca-file=" + notPEM, "--proxy-client-cert-file=p", "--proxy-client-key-file=p",
+			"--peer-ca-file=" + notPEM}, ""},
 		{"arguments", []string{"peerproxy", "extra"}, "Error: unknown command \"extra\" for \"kplug peerproxy\"\nRun 'kplug peerproxy --help' for usage.\n"},
 	}
 	for _, tt := range tests {
@@ -35,6 +38,9 @@ func TestPeerproxyInvalidConfigurationExitsTwo(t *testing.T) {
 			}
 			if tt.wantStderr != "" && errOut != tt.wantStderr {
 				t.Errorf("stderr\n%q\nwant\n%q", errOut, tt.wantStderr)
+			}
+			if tt.name == "one CA for users and peers, no allowed names" && !strings.Contains(errOut, "every user's client certificate would be trusted to assert any identity") {
+				t.Errorf("stderr lacks the shared-CA error:\n%s", errOut)
 			}
 			if tt.name == "unreadable files" {
 				for _, want := range []string{

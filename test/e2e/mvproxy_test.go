@@ -33,10 +33,10 @@ const jobsPath = "/apis/batch/v1/namespaces/default/jobs"
 type sidecar struct {
 	URL     string
 	Metrics string // http://host:port/metrics
-	cancel context.CancelFunc
-	done   chan struct{} // closed when peerproxy returned code
-	code   int
-	log    *syncBuffer
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when peerproxy returned code
+	code    int
+	log     *syncBuffer
 }
 
 func (s *sidecar) stop(t *testing.T) {
@@ -340,7 +340,7 @@ func discoveryGroups(ctx context.Context, t *testing.T, c *http.Client, base, ac
 func batchFreshness(ctx context.Context, c *http.Client, base, want string) error {
 	code, body, err := do(ctx, c, base+"/apis", http.Header{"Accept": {acceptAggregated}})
 	if err != nil || code != http.StatusOK {
-		return fmt.Errorf("GET /apis: %d %v", code, err)
+		return fmt.Errorf("GET /apis: %d %w", code, err)
 	}
 	var l apidiscoveryv2.APIGroupDiscoveryList
 	if err := json.Unmarshal([]byte(body), &l); err != nil {
