@@ -339,8 +339,11 @@ func discoveryGroups(ctx context.Context, t *testing.T, c *http.Client, base, ac
 // batchFreshness checks the freshness of batch/v1 in base's merged discovery.
 func batchFreshness(ctx context.Context, c *http.Client, base, want string) error {
 	code, body, err := do(ctx, c, base+"/apis", http.Header{"Accept": {acceptAggregated}})
-	if err != nil || code != http.StatusOK {
-		return fmt.Errorf("GET /apis: %d %w", code, err)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("GET /apis: %d %.200s", code, body)
 	}
 	var l apidiscoveryv2.APIGroupDiscoveryList
 	if err := json.Unmarshal([]byte(body), &l); err != nil {
