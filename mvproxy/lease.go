@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -37,16 +38,18 @@ type LeaseKeeper struct {
 	Duration  time.Duration
 	Logger    *slog.Logger
 
-	holder string
+	holderOnce sync.Once
+	holder     string
 }
 
-// Holder returns the holder identity, which is new for every LeaseKeeper.
+// Holder returns the holder identity, which is new for every LeaseKeeper. It is safe
+// for concurrent use.
 func (k *LeaseKeeper) Holder() string {
-	if k.holder == "" {
+	k.holderOnce.Do(func() {
 		b := make([]byte, 8)
 		_, _ = rand.Read(b)
 		k.holder = k.Name + "_" + hex.EncodeToString(b)
-	}
+	})
 	return k.holder
 }
 

@@ -323,10 +323,14 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 			t.Errorf("%s via 0 (-want +got):\n%s", accept, diff)
 		}
 	}
-	// Server 0 saw two local requests, one merge and one cache hit (the 304).
+	// Server 0 saw one merge and one cache hit (the 304), and at least our two local
+	// requests (its peer's discovery fetches, which may still be under way, count too).
 	after := counts()
-	if diff := cmp.Diff([]float64{before[0] + 2, before[1] + 1, before[2] + 1}, after); diff != "" {
-		t.Errorf("local requests, cache hits, cache misses (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]float64{before[1] + 1, before[2] + 1}, after[1:]); diff != "" {
+		t.Errorf("cache hits, cache misses (-want +got):\n%s", diff)
+	}
+	if after[0] < before[0]+2 {
+		t.Errorf("local discovery requests went from %v to %v, want at least 2 more", before[0], after[0])
 	}
 
 	// When the last peer leaves, the merge is redone without it.
