@@ -137,7 +137,9 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownMax)
 	defer cancel()
 	for _, s := range servers {
-		_ = s.Shutdown(shutdownCtx)
+		if err := s.Shutdown(shutdownCtx); err != nil {
+			_ = s.Close() // watches still open after the grace period
+		}
 	}
 	wg.Wait()
 	select {

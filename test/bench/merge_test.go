@@ -1,5 +1,6 @@
-// Package bench compares kplug's mixed version proxy with the upstream code it replaces.
-// It is a module of its own so that k8s.io/apiserver stays out of kplug's go.mod.
+// Package bench compares kplug's mixed version proxy with the upstream code it replaces,
+// and tests the filter with k8s.io/apiserver's request context. It is a module of its own
+// so that k8s.io/apiserver stays out of kplug's go.mod.
 package bench
 
 import (
