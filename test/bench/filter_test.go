@@ -55,7 +55,7 @@ func TestFilterInAPIServerChain(t *testing.T) {
 	})
 
 	for path, want := range map[string]string{
-		"/apis/group000.example.com/v1/namespaces/ns/things0":        "served locally",
+		"/apis/group000.example.com/v1/namespaces/ns/things0":         "served locally",
 		"/apis/only-s1-group000.example.com/v1/namespaces/ns/things0": "served by the peer",
 	} {
 		rec := httptest.NewRecorder()
