@@ -284,7 +284,8 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// doc builds a server's discovery from "group/version/resource" names ("" group = core).
+// doc builds a server's discovery from "group/version/resource" names ("" group = core);
+// "group/version/resource/subresource" adds a subresource to the resource listed before.
 func doc(gvrs ...string) *Document {
 	groups := &apidiscoveryv2.APIGroupDiscoveryList{}
 	core := &apidiscoveryv2.APIGroupDiscoveryList{}
@@ -295,6 +296,15 @@ func doc(gvrs ...string) *Document {
 		parts := strings.Split(s, "/")
 		g, v, r := parts[0], parts[1], parts[2]
 		l := groups
+		if len(parts) == 4 {
+			if g == "" {
+				l = core
+			}
+			last := &l.Items[len(l.Items)-1].Versions[len(l.Items[len(l.Items)-1].Versions)-1]
+			res := &last.Resources[len(last.Resources)-1]
+			res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: parts[3], Verbs: []string{"get"}})
+			continue
+		}
 		if g == "" {
 			l = core
 		}

@@ -45,7 +45,11 @@ func NewDocument(groups, core *apidiscoveryv2.APIGroupDiscoveryList) *Document {
 		for _, g := range l.Items {
 			for _, v := range g.Versions {
 				for _, r := range v.Resources {
-					d.served[GVR{Group: g.Name, Version: v.Version, Resource: r.Resource}] = struct{}{}
+					gvr := GVR{Group: g.Name, Version: v.Version, Resource: r.Resource}
+					d.served[gvr] = struct{}{}
+					for _, s := range r.Subresources {
+						d.served[gvr.withSubresource(s.Subresource)] = struct{}{}
+					}
 				}
 			}
 		}
@@ -53,7 +57,8 @@ func NewDocument(groups, core *apidiscoveryv2.APIGroupDiscoveryList) *Document {
 	return d
 }
 
-// Serves reports whether the document lists the resource. A nil Document serves nothing.
+// Serves reports whether the document lists the resource (or, for a Resource of the form
+// "resource/subresource", the subresource). A nil Document serves nothing.
 func (d *Document) Serves(g GVR) bool {
 	if d == nil {
 		return false

@@ -123,9 +123,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	gvr, isResource := ResourceOf(r.URL.Path)
+	gvr, sub, isResource := resourceOf(r.URL.Path)
 	in := RouteInput{IsResource: isResource, Proxied: proxied}
-	decision := h.route(r.Context(), in, gvr)
+	decision, key := h.route(r.Context(), in, gvr, sub)
 	switch decision.Target {
 	case Local:
 		h.o.Local.ServeHTTP(w, r)
@@ -133,7 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 			fmt.Sprintf("mvproxy: cannot route %s yet: %s", gvr, decision.Reason), retryAfterSeconds)
 	case Peer:
-		peers := h.o.Directory.Capable(gvr)
+		peers := h.o.Directory.Capable(key)
 		if len(peers) == 0 { // the last capable peer left since route
 			h.o.Local.ServeHTTP(w, r)
 			return
@@ -145,24 +145,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) route(ctx context.Context, in RouteInput, gvr GVR) Decision {
+// route fills in the input from the Directory and decides; key is what capable peers
+// must serve: the resource, or resource/subresource when only the subresource is missing
+// locally and a peer lists it.
+func (h *Handler) route(ctx context.Context, in RouteInput, gvr GVR, sub string) (Decision, GVR) {
 	if !in.IsResource || in.Proxied {
-		return Route(in)
+		return Route(in), gvr
 	}
 	dir := h.o.Directory
-	in.LocalServes = dir.Local().Serves(gvr)
-	in.Synced = dir.Synced()
-	in.CapablePeers = len(dir.Capable(gvr))
+	key := gvr
+	fill := func() {
+		key = gvr
+		local := dir.Local()
+		in.LocalServes = local.Serves(gvr)
+		in.Synced = dir.Synced()
+		in.CapablePeers = len(dir.Capable(gvr))
+		if sub != "" && in.LocalServes && !local.Serves(gvr.withSubresource(sub)) {
+			// A subresource added in another version (e.g. a new one on pods).
+			if n := len(dir.Capable(gvr.withSubresource(sub))); n > 0 {
+				key, in.LocalServes, in.CapablePeers = gvr.withSubresource(sub), false, n
+			}
+		}
+	}
+	fill()
 	d := Route(in)
 	if d.Target == Local && !in.LocalServes && h.o.RefreshLocal != nil {
 		// Found nowhere: perhaps a CRD or APIService appeared locally since the last refresh.
 		if err := h.o.RefreshLocal(ctx); err != nil {
 			h.log.Debug("refreshing local discovery", "err", err)
 		}
-		in.LocalServes = dir.Local().Serves(gvr)
+		fill()
 		d = Route(in)
 	}
-	return d
+	return d, key
 }
 
 // rewritePeer builds the request to a peer: the peer's address (the failover transport

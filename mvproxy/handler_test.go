@@ -90,3 +90,30 @@ func TestNewHandlerRequiresOptions(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// A subresource the local server lacks (added in a newer version) goes to a peer that
+// lists it; the resource itself and its other subresources stay local.
+func TestHandlerRoutesNewSubresourceToPeer(t *testing.T) {
+	t.Parallel()
+	peer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	defer peer.Close()
+	dir := NewDirectory("self")
+	dir.SetLocal(doc("/v1/pods", "/v1/pods/status"))
+	dir.MarkPeersSynced()
+	dir.SetPeer(PeerInfo{ID: "peer", Address: peer.Listener.Addr().String(), Holder: "h"})
+	dir.SetPeerDocument("peer", "h", doc("/v1/pods", "/v1/pods/status", "/v1/pods/resize"))
+	h := newFilter(t, dir, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	h.peer.Transport.(*failoverTransport).base = peer.Client().Transport
+	for path, want := range map[string]int{
+		"/api/v1/namespaces/default/pods/p":        http.StatusTeapot,
+		"/api/v1/namespaces/default/pods/p/status": http.StatusTeapot,
+		"/api/v1/namespaces/default/pods/p/resize": http.StatusAccepted,
+		"/api/v1/namespaces/default/pods/p/other":  http.StatusTeapot, // listed nowhere: local
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("%s: %d, want %d", path, rec.Code, want)
+		}
+	}
+}

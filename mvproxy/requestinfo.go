@@ -21,9 +21,15 @@ func (g GVR) String() string {
 // It reports false for non-resource paths, including discovery (/api, /apis, /apis/{group},
 // /apis/{group}/{version}) and anything outside /api and /apis.
 func ResourceOf(path string) (GVR, bool) {
+	g, _, ok := resourceOf(path)
+	return g, ok
+}
+
+// resourceOf is ResourceOf that also returns the subresource, if any.
+func resourceOf(path string) (GVR, string, bool) {
 	parts := splitPath(path)
 	if len(parts) < 3 {
-		return GVR{}, false
+		return GVR{}, "", false
 	}
 	var g GVR
 	switch parts[0] {
@@ -32,18 +38,19 @@ func ResourceOf(path string) (GVR, bool) {
 	case "apis":
 		parts = parts[1:]
 		if len(parts) < 3 {
-			return GVR{}, false
+			return GVR{}, "", false
 		}
 		g.Group, parts = parts[0], parts[1:]
 	default:
-		return GVR{}, false
+		return GVR{}, "", false
 	}
 	g.Version, parts = parts[0], parts[1:]
+	verb := false // watch and proxy take no subresource
 	if parts[0] == "watch" || parts[0] == "proxy" {
 		if len(parts) < 2 {
-			return GVR{}, false
+			return GVR{}, "", false
 		}
-		parts = parts[1:]
+		parts, verb = parts[1:], true
 	}
 	// namespaces/{ns}/{resource}... scopes the request; namespaces/{ns} and
 	// namespaces/{ns}/status|finalize address the namespace itself.
@@ -51,7 +58,17 @@ func ResourceOf(path string) (GVR, bool) {
 		parts = parts[2:]
 	}
 	g.Resource = parts[0]
-	return g, g.Resource != ""
+	sub := ""
+	if len(parts) >= 3 && !verb {
+		sub = parts[2]
+	}
+	return g, sub, g.Resource != ""
+}
+
+// withSubresource names resource/subresource as discovery indexes it.
+func (g GVR) withSubresource(sub string) GVR {
+	g.Resource += "/" + sub
+	return g
 }
 
 func splitPath(path string) []string {

@@ -67,6 +67,25 @@ func TestResourceOf(t *testing.T) {
 	}
 }
 
+func TestSubresourceOf(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ path, sub string }{
+		{"/api/v1/namespaces/default/pods/p1/log", "log"},
+		{"/api/v1/namespaces/default/pods/p1/ephemeralcontainers", "ephemeralcontainers"},
+		{"/api/v1/namespaces/ns1/status", "status"},
+		{"/api/v1/namespaces/ns1", ""},
+		{"/api/v1/nodes/n1/proxy/metrics", "proxy"},
+		{"/api/v1/proxy/namespaces/default/pods/p1/extra", ""},
+		{"/apis/batch/v1/watch/namespaces/default/jobs/j1", ""},
+		{"/apis/batch/v1/namespaces/default/jobs/j1", ""},
+	}
+	for _, tt := range tests {
+		if _, sub, ok := resourceOf(tt.path); !ok || sub != tt.sub {
+			t.Errorf("resourceOf(%q) subresource %q, %v; want %q", tt.path, sub, ok, tt.sub)
+		}
+	}
+}
+
 func TestNegotiateDiscovery(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
