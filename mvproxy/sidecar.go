@@ -37,8 +37,10 @@ type SidecarOptions struct {
 	Client kubernetes.Interface
 
 	// ProxyClientCert is presented to the local apiserver when forwarding a user named by
-	// X-Remote-* headers, and to peers always.
-	ProxyClientCert tls.Certificate
+	// X-Remote-* headers, and to peers always. GetProxyClientCert, if set, is used instead,
+	// at every new connection (see CertificateFiles).
+	ProxyClientCert    tls.Certificate
+	GetProxyClientCert func() (*tls.Certificate, error)
 	// PeerRootCAs verify peers' serving certificates: a Lease's address is used only if
 	// the server there proves itself with a certificate from this CA.
 	PeerRootCAs *x509.CertPool
@@ -82,7 +84,7 @@ func NewSidecar(o SidecarOptions) (*Sidecar, error) {
 	if o.LocalClient == nil || o.Client == nil {
 		errs = append(errs, errors.New("LocalClient and Client are required"))
 	}
-	if o.PeerRootCAs == nil || o.Identifier == nil || len(o.ProxyClientCert.Certificate) == 0 {
+	if o.PeerRootCAs == nil || o.Identifier == nil || (len(o.ProxyClientCert.Certificate) == 0 && o.GetProxyClientCert == nil) {
 		errs = append(errs, errors.New("PeerRootCAs, Identifier and ProxyClientCert are required"))
 	}
 	if len(errs) > 0 {
@@ -100,13 +102,17 @@ func NewSidecar(o SidecarOptions) (*Sidecar, error) {
 	}
 
 	s := &Sidecar{o: o, dir: NewDirectory(o.ID)}
+	clientCert := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &o.ProxyClientCert, nil }
+	if o.GetProxyClientCert != nil {
+		clientCert = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return o.GetProxyClientCert() }
+	}
 	localPlain := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, MinVersion: tls.VersionTLS12})
-	localProxy := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, Certificates: []tls.Certificate{o.ProxyClientCert}, MinVersion: tls.VersionTLS12})
+	localProxy := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, GetClientCertificate: clientCert, MinVersion: tls.VersionTLS12})
 	peers := newTransport(&tls.Config{
-		RootCAs:      o.PeerRootCAs,
-		Certificates: []tls.Certificate{o.ProxyClientCert},
-		ServerName:   o.PeerServerName,
-		MinVersion:   tls.VersionTLS12,
+		RootCAs:              o.PeerRootCAs,
+		GetClientCertificate: clientCert,
+		ServerName:           o.PeerServerName,
+		MinVersion:           tls.VersionTLS12,
 	})
 	s.transport = []*http.Transport{localPlain, localProxy, peers}
 

@@ -99,9 +99,11 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return fmt.Errorf("peerproxy: listening on %s: %w", o.listen, err)
 	}
+	serverTLS := mvproxy.ServerTLSConfig(tls.Certificate{})
+	serverTLS.Certificates, serverTLS.GetCertificate = nil, cfg.serving.GetCertificate // rotated files are picked up
 	servers := []*http.Server{{
 		Handler:           sidecar,
-		TLSConfig:         mvproxy.ServerTLSConfig(cfg.serving),
+		TLSConfig:         serverTLS,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}}
@@ -153,7 +155,7 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 
 type peerproxyConfig struct {
 	side    mvproxy.SidecarOptions
-	serving tls.Certificate
+	serving *mvproxy.CertificateFiles
 }
 
 // config reads and checks every file and flag; its errors are configuration errors.
@@ -176,10 +178,10 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	}
 	c := &peerproxyConfig{}
 	var err error
-	if c.serving, err = tls.LoadX509KeyPair(o.tlsCert, o.tlsKey); err != nil {
+	if c.serving, err = mvproxy.LoadCertificateFiles(o.tlsCert, o.tlsKey); err != nil {
 		errs = append(errs, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err))
 	}
-	proxyCert, err := tls.LoadX509KeyPair(o.proxyCert, o.proxyKey)
+	proxyCert, err := mvproxy.LoadCertificateFiles(o.proxyCert, o.proxyKey)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err))
 	}
@@ -236,7 +238,7 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	c.side = mvproxy.SidecarOptions{
 		ID: id, Address: advertise, Namespace: o.namespace,
 		LocalURL: strings.TrimSuffix(restCfg.Host, "/"), LocalRootCAs: localRoots, LocalClient: localClient, Client: client,
-		ProxyClientCert: proxyCert, PeerRootCAs: peerCAs, PeerServerName: o.peerServerName,
+		GetProxyClientCert: proxyCert.Get, PeerRootCAs: peerCAs, PeerServerName: o.peerServerName,
 		Identifier:    &mvproxy.CertIdentifier{ClientCAs: clientCAs, RequestHeaderCAs: rhCAs, AllowedNames: o.allowedNames},
 		LeaseDuration: o.leaseDuration, LocalRefresh: o.localRefresh, PeerRefresh: o.peerRefresh, PeerTimeout: o.peerTimeout,
 		Logger: log,
