@@ -30,6 +30,7 @@ test: tools test-unit test-e2e ## Unit tests with -race, then end-to-end tests (
 .PHONY: test-unit
 test-unit: ## Unit tests with -race
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	cd test/bench && $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end tests against a real etcd, kube-apiserver and kubectl

@@ -105,6 +105,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newProxyPluginCommand(g))
 	root.AddCommand(newRunCommand(g))
 	root.AddCommand(newImageCredentialCommand(g))
+	root.AddCommand(newPeerproxyCommand(g))
 	return root
 }
 

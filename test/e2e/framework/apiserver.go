@@ -35,10 +35,12 @@ const mixedVersionProxyGate = "UnknownVersionInteroperabilityProxy"
 
 // APIServer is one running kube-apiserver.
 type APIServer struct {
-	Name string
-	Port int
-	URL  string // https://127.0.0.1:<port>
-	proc *process
+	Name    string
+	Port    int
+	URL     string // https://127.0.0.1:<port>
+	proc    *process
+	opts    ServerOptions
+	isolate bool
 }
 
 // Stop shuts the server down (SIGTERM, then SIGKILL after a grace period) and waits for it.
@@ -55,7 +57,23 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, o ServerOptions, iso
 	if err != nil {
 		return nil, err
 	}
-	s := &APIServer{Name: o.Name, Port: ports[0], URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0])}
+	s := &APIServer{Name: o.Name, Port: ports[0], URL: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), opts: o, isolate: isolate}
+	return s, cp.runAPIServer(ctx, s)
+}
+
+// Restart starts the stopped server i again, with the same name, port and flags, and
+// waits until it is ready.
+func (cp *ControlPlane) Restart(ctx context.Context, i int) error {
+	s := cp.Servers[i]
+	if s.Running() {
+		return fmt.Errorf("%s is still running", s.Name)
+	}
+	return cp.runAPIServer(ctx, s)
+}
+
+func (cp *ControlPlane) runAPIServer(ctx context.Context, s *APIServer) error {
+	o, isolate := s.opts, s.isolate
+	var err error
 	argv := append([]string{filepath.Join(cp.BinDir, "kube-apiserver")}, cp.apiserverFlags(s, o)...)
 	if isolate {
 		// Each apiserver names its identity Lease after its hostname: give each one its own.
@@ -63,20 +81,20 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, o ServerOptions, iso
 	}
 	s.proc, err = startProcess(s.Name, filepath.Join(cp.Dir, s.Name+".log"), argv)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	client, err := cp.adminHTTPClient()
 	if err != nil {
 		s.Stop()
-		return nil, err
+		return err
 	}
 	defer client.CloseIdleConnections()
 	ready := func(ctx context.Context) error { return checkReadyz(ctx, client, s.URL) }
 	if err := waitReady(ctx, s.proc, 90*time.Second, ready); err != nil {
 		s.Stop()
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 func (cp *ControlPlane) apiserverFlags(s *APIServer, o ServerOptions) []string {

@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kplug/kplug/mvproxy"
+)
+
+type peerproxyOptions struct {
+	kubeconfig, apiserver                 string
+	listen, advertise, id, namespace      string
+	tlsCert, tlsKey                       string
+	clientCA, requestHeaderCA             string
+	allowedNames                          []string
+	proxyCert, proxyKey                   string
+	peerCA, peerServerName                string
+	leaseDuration, localRefresh           time.Duration
+	peerRefresh, peerTimeout, shutdownMax time.Duration
+	metricsAddr                           string
+}
+
+func (o *peerproxyOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with the sidecar's own credentials (Leases in --lease-namespace, discovery); its server is the local apiserver unless --apiserver is set")
+	f.StringVar(&o.apiserver, "apiserver", "", "URL of the local kube-apiserver (default: the kubeconfig's server)")
+	f.StringVar(&o.listen, "listen-address", ":6444", "host:port to serve clients and peers on (TLS)")
+	f.StringVar(&o.advertise, "advertise-address", "", "host:port where peers reach this sidecar (default: --listen-address when it names a host)")
+	f.StringVar(&o.id, "id", "", "name of this sidecar's identity Lease, unique in the cluster (default: derived from the hostname)")
+	f.StringVar(&o.namespace, "lease-namespace", "kube-system", "namespace of the identity Leases")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate, PEM; must verify against the peer CA for the advertised address")
+	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM")
+	f.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs users' client certificates (as kube-apiserver's --client-ca-file)")
+	f.StringVar(&o.requestHeaderCA, "requestheader-client-ca-file", "", "CA that signs the proxy client certificates of peers (as kube-apiserver's flag of that name)")
+	f.StringSliceVar(&o.allowedNames, "requestheader-allowed-names", nil, "common names accepted from --requestheader-client-ca-file; empty accepts any")
+	f.StringVar(&o.proxyCert, "proxy-client-cert-file", "", "front-proxy client certificate presented to the local apiserver and to peers")
+	f.StringVar(&o.proxyKey, "proxy-client-key-file", "", "key of --proxy-client-cert-file")
+	f.StringVar(&o.peerCA, "peer-ca-file", "", "CA that peers' serving certificates must verify against")
+	f.StringVar(&o.peerServerName, "peer-server-name", "", "name peers' serving certificates must hold (default: the host of their address)")
+	f.DurationVar(&o.leaseDuration, "lease-duration", 30*time.Second, "duration of the identity Lease, renewed every third of it")
+	f.DurationVar(&o.localRefresh, "local-refresh", 10*time.Second, "period of refreshing the local apiserver's discovery")
+	f.DurationVar(&o.peerRefresh, "peer-refresh", time.Minute, "period of refreshing every peer's discovery")
+	f.DurationVar(&o.peerTimeout, "peer-timeout", 5*time.Second, "timeout of one peer discovery fetch")
+	f.DurationVar(&o.shutdownMax, "shutdown-timeout", 10*time.Second, "how long to let requests finish on shutdown")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on at /metrics; empty disables")
+}
+
+func newPeerproxyCommand(g *globals) *cobra.Command {
+	o := &peerproxyOptions{}
+	cmd := &cobra.Command{
+		Use:   "peerproxy",
+		Short: "Mixed version proxy sidecar beside a kube-apiserver (KEP-4020)",
+		Long: `peerproxy serves clients in place of the local kube-apiserver. It forwards a request to
+the local apiserver when that serves the requested group/version/resource, and otherwise to
+a peer sidecar whose apiserver does; it serves the peer-aggregated /apis document. Peers
+find each other through identity Leases in --lease-namespace.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
+	cfg, err := o.config(g.log)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	metrics, err := mvproxy.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	cfg.side.Metrics = metrics
+	sidecar, err := mvproxy.NewSidecar(cfg.side)
+	if err != nil {
+		return invalidConfig(err)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("peerproxy: listening on %s: %w", o.listen, err)
+	}
+	serverTLS := mvproxy.ServerTLSConfig(tls.Certificate{})
+	serverTLS.Certificates, serverTLS.GetCertificate = nil, cfg.serving.GetCertificate // rotated files are picked up
+	servers := []*http.Server{{
+		Handler:           sidecar,
+		TLSConfig:         serverTLS,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}}
+	listeners := []net.Listener{tls.NewListener(ln, servers[0].TLSConfig)}
+	if o.metricsAddr != "" {
+		mln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.metricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("peerproxy: listening for metrics on %s: %w", o.metricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, mln)
+		g.log.Info("serving metrics", "address", mln.Addr().String())
+	}
+	g.log.Info("peerproxy serving", "address", ln.Addr().String(), "id", cfg.side.ID, "advertise", cfg.side.Address, "apiserver", cfg.side.LocalURL)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		wg.Go(func() {
+			if err := s.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+				stop()
+			}
+		})
+	}
+	wg.Go(func() { sidecar.Run(runCtx) })
+	<-runCtx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownMax)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(shutdownCtx); err != nil {
+			_ = s.Close() // watches still open after the grace period
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("peerproxy: serving: %w", err)
+	default:
+		g.log.Info("peerproxy stopped")
+		return nil
+	}
+}
+
+type peerproxyConfig struct {
+	side    mvproxy.SidecarOptions
+	serving *mvproxy.CertificateFiles
+}
+
+// config reads and checks every file and flag; its errors are configuration errors.
+func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
+	var errs []error
+	need := func(v, flag string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("--%s is required", flag))
+		}
+	}
+	need(o.kubeconfig, "kubeconfig")
+	need(o.tlsCert, "tls-cert-file")
+	need(o.tlsKey, "tls-private-key-file")
+	need(o.requestHeaderCA, "requestheader-client-ca-file")
+	need(o.proxyCert, "proxy-client-cert-file")
+	need(o.proxyKey, "proxy-client-key-file")
+	need(o.peerCA, "peer-ca-file")
+	if len(errs) > 0 {
+		return nil, invalidConfig(errors.Join(errs...))
+	}
+	c := &peerproxyConfig{}
+	var err error
+	if c.serving, err = mvproxy.LoadCertificateFiles(o.tlsCert, o.tlsKey); err != nil {
+		errs = append(errs, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err))
+	}
+	proxyCert, err := mvproxy.LoadCertificateFiles(o.proxyCert, o.proxyKey)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err))
+	}
+	peerCAs, err := loadPool(o.peerCA, "peer-ca-file")
+	errs = append(errs, err)
+	rhCAs, err := loadPool(o.requestHeaderCA, "requestheader-client-ca-file")
+	errs = append(errs, err)
+	var clientCAs *x509.CertPool
+	if o.clientCA != "" {
+		clientCAs, err = loadPool(o.clientCA, "client-ca-file")
+		errs = append(errs, err)
+		if len(o.allowedNames) == 0 && sameFileContent(o.clientCA, o.requestHeaderCA) {
+			errs = append(errs, errors.New("--client-ca-file and --requestheader-client-ca-file are the same CA and --requestheader-allowed-names is empty: every user's client certificate would be trusted to assert any identity; use a separate front-proxy CA or set --requestheader-allowed-names"))
+		}
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags(o.apiserver, o.kubeconfig)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+	}
+	advertise := o.advertise
+	if advertise == "" {
+		if host, _, err := net.SplitHostPort(o.listen); err == nil && host != "" && !net.ParseIP(host).IsUnspecified() {
+			advertise = o.listen
+		} else {
+			errs = append(errs, fmt.Errorf("--advertise-address is required when --listen-address %q names no host", o.listen))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, invalidConfig(err)
+	}
+	restCfg.QPS, restCfg.Burst = 20, 40
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+	}
+	localClient, err := rest.HTTPClientFor(restCfg)
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+	}
+	localTLS, err := rest.TLSConfigFor(restCfg)
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+	}
+	var localRoots *x509.CertPool
+	if localTLS != nil {
+		localRoots = localTLS.RootCAs
+	}
+	id := o.id
+	if id == "" {
+		if id, err = defaultPeerID(); err != nil {
+			return nil, err
+		}
+	}
+	c.side = mvproxy.SidecarOptions{
+		ID: id, Address: advertise, Namespace: o.namespace,
+		LocalURL: strings.TrimSuffix(restCfg.Host, "/"), LocalRootCAs: localRoots, LocalClient: localClient, Client: client,
+		GetProxyClientCert: proxyCert.Get, PeerRootCAs: peerCAs, PeerServerName: o.peerServerName,
+		Identifier:    &mvproxy.CertIdentifier{ClientCAs: clientCAs, RequestHeaderCAs: rhCAs, AllowedNames: o.allowedNames},
+		LeaseDuration: o.leaseDuration, LocalRefresh: o.localRefresh, PeerRefresh: o.peerRefresh, PeerTimeout: o.peerTimeout,
+		Logger: log,
+	}
+	return c, nil
+}
+
+func loadPool(path, flag string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path) //nolint:gosec // the operator names the file with a flag
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flag, path)
+	}
+	return pool, nil
+}
+
+func sameFileContent(a, b string) bool {
+	da, errA := os.ReadFile(a) //nolint:gosec // the operator names the file with a flag
+	db, errB := os.ReadFile(b) //nolint:gosec // the operator names the file with a flag
+	return errA == nil && errB == nil && string(da) == string(db)
+}
+
+// defaultPeerID derives a stable Lease name from the hostname, as kube-apiserver does
+// for its own identity.
+func defaultPeerID() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("peerproxy: no --id and no hostname: %w", err)
+	}
+	sum := sha256.Sum256([]byte(host))
+	return "kplug-peerproxy-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10])), nil
+}

@@ -1,0 +1,368 @@
+package mvproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// retryAfterSeconds is what a client is told to wait while the caches sync.
+const retryAfterSeconds = 1
+
+// Options configure a Handler.
+type Options struct {
+	// Local serves what this server serves: the rest of a k8s.io/apiserver handler chain,
+	// or a reverse proxy to the local kube-apiserver. Required.
+	Local http.Handler
+	// Directory says who serves what. Required.
+	Directory *Directory
+	// PeerTransport carries requests to peers. It must verify each peer's serving
+	// certificate with the peer CA and present the proxy client certificate. Required.
+	PeerTransport http.RoundTripper
+	// Identify tells who sent a request (see CertIdentifier). An error answers 401.
+	// Required; in a k8s.io/apiserver chain, build the Caller from request.UserFrom.
+	Identify func(*http.Request) (Caller, error)
+	// RefreshLocal, if set, is called when a resource is found on no server, so that a
+	// resource the local server started serving since the last refresh (a new CRD) is not
+	// answered with 404 or sent to a peer. It must limit how often it really refreshes.
+	RefreshLocal func(context.Context) error
+	// Metrics, if set, records the proxy's metrics.
+	Metrics *Metrics
+	// Logger receives one line per proxying failure; nil discards.
+	Logger *slog.Logger
+}
+
+// Handler routes each request to the local handler or a capable peer and serves the
+// peer-aggregated discovery document. It is safe for concurrent use.
+type Handler struct {
+	o      Options
+	log    *slog.Logger
+	peer   *httputil.ReverseProxy
+	merged atomic.Pointer[mergedEntry]
+	mu     sync.Mutex // serialises merges
+}
+
+// NewHandler checks o and returns the handler.
+func NewHandler(o Options) (*Handler, error) {
+	var missing []string
+	if o.Local == nil {
+		missing = append(missing, "Local")
+	}
+	if o.Directory == nil {
+		missing = append(missing, "Directory")
+	}
+	if o.PeerTransport == nil {
+		missing = append(missing, "PeerTransport")
+	}
+	if o.Identify == nil {
+		missing = append(missing, "Identify")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("mvproxy: NewHandler: missing %v", missing)
+	}
+	h := &Handler{o: o, log: o.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.peer = &httputil.ReverseProxy{
+		Rewrite:        rewritePeer,
+		Transport:      &failoverTransport{base: o.PeerTransport, metrics: o.Metrics, log: h.log},
+		ModifyResponse: h.recordPeerResponse,
+		ErrorHandler:   h.peerError,
+		ErrorLog:       slogErrorLog(h.log),
+		BufferPool:     newBufferPool(),
+	}
+	return h, nil
+}
+
+type routeKey struct{}
+
+// routeState travels with a request forwarded to peers.
+type routeState struct {
+	gvr   GVR
+	peers []PeerInfo
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	caller, err := h.o.Identify(r)
+	if err != nil {
+		h.o.Metrics.proxyError(ErrorUnauthenticated, GVR{})
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "mvproxy: "+err.Error(), 0)
+		return
+	}
+	proxied := caller.FromPeer && guardSet(r.Header)
+	if !caller.FromPeer {
+		// A client must not turn proxying off (upstream honours the header from anyone).
+		deleteGuard(r.Header)
+	}
+	r = r.WithContext(withCaller(r.Context(), caller))
+
+	if r.URL.Path == "/apis" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		switch negotiateDiscovery(r.Header.Get("Accept")) {
+		case answerMerged:
+			if !proxied {
+				h.serveMerged(w, r)
+				return
+			}
+		case answerLocal:
+			h.o.Metrics.localDiscoveryRequest()
+		}
+		h.o.Local.ServeHTTP(w, r)
+		return
+	}
+
+	gvr, sub, isResource := resourceOf(r.URL.Path)
+	in := RouteInput{IsResource: isResource, Proxied: proxied}
+	decision, key := h.route(r.Context(), in, gvr, sub)
+	switch decision.Target {
+	case Local:
+		h.o.Local.ServeHTTP(w, r)
+	case NotReady:
+		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			fmt.Sprintf("mvproxy: cannot route %s yet: %s", gvr, decision.Reason), retryAfterSeconds)
+	case Peer:
+		peers := h.o.Directory.Capable(key)
+		if len(peers) == 0 { // the last capable peer left since route
+			h.o.Local.ServeHTTP(w, r)
+			return
+		}
+		// Spread load; the order is also the failover order.
+		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] }) //nolint:gosec // load spreading, not security
+		ctx := context.WithValue(r.Context(), routeKey{}, &routeState{gvr: gvr, peers: peers})
+		h.peer.ServeHTTP(w, r.WithContext(ctx))
+	}
+}
+
+// route fills in the input from the Directory and decides; key is what capable peers
+// must serve: the resource, or resource/subresource when only the subresource is missing
+// locally and a peer lists it.
+func (h *Handler) route(ctx context.Context, in RouteInput, gvr GVR, sub string) (Decision, GVR) {
+	if !in.IsResource || in.Proxied {
+		return Route(in), gvr
+	}
+	dir := h.o.Directory
+	key := gvr
+	fill := func() {
+		key = gvr
+		local := dir.Local()
+		in.LocalServes = local.Serves(gvr)
+		in.Synced = dir.Synced()
+		in.CapablePeers = len(dir.Capable(gvr))
+		if sub != "" && in.LocalServes && !local.Serves(gvr.withSubresource(sub)) {
+			// A subresource added in another version (e.g. a new one on pods).
+			if n := len(dir.Capable(gvr.withSubresource(sub))); n > 0 {
+				key, in.LocalServes, in.CapablePeers = gvr.withSubresource(sub), false, n
+			}
+		}
+	}
+	fill()
+	d := Route(in)
+	if d.Target == Local && !in.LocalServes && h.o.RefreshLocal != nil {
+		// Found nowhere: perhaps a CRD or APIService appeared locally since the last refresh.
+		if err := h.o.RefreshLocal(ctx); err != nil {
+			h.log.Debug("refreshing local discovery", "err", err)
+		}
+		fill()
+		d = Route(in)
+	}
+	return d, key
+}
+
+// rewritePeer builds the request to a peer: the peer's address (the failover transport
+// may change it), the one-hop guard, and identity headers only from the authenticated
+// caller.
+func rewritePeer(pr *httputil.ProxyRequest) {
+	st := pr.In.Context().Value(routeKey{}).(*routeState)
+	pr.Out.URL.Scheme = "https"
+	pr.Out.URL.Host = st.peers[0].Address
+	pr.Out.Host = ""
+	pr.SetXForwarded()
+	deleteGuard(pr.Out.Header)
+	pr.Out.Header.Set(ProxiedHeader, "true")
+	caller, _ := CallerFrom(pr.In.Context())
+	setIdentityHeaders(pr.Out.Header, caller.User)
+	if caller.User != nil {
+		// The peer learns the user from the headers; a token would be one more secret sent.
+		pr.Out.Header.Del("Authorization")
+	}
+}
+
+func (h *Handler) recordPeerResponse(resp *http.Response) error {
+	if st, ok := resp.Request.Context().Value(routeKey{}).(*routeState); ok {
+		h.o.Metrics.reroutedRequest(strconv.Itoa(resp.StatusCode), st.gvr)
+	}
+	return nil
+}
+
+func (h *Handler) peerError(w http.ResponseWriter, r *http.Request, err error) {
+	st := r.Context().Value(routeKey{}).(*routeState)
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away
+	}
+	h.o.Metrics.reroutedRequest(strconv.Itoa(http.StatusServiceUnavailable), st.gvr)
+	h.log.Warn("no capable peer reachable", "resource", st.gvr.String(), "err", err)
+	writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+		fmt.Sprintf("mvproxy: %s is served by %d peer(s), none reachable: %v", st.gvr, len(st.peers), err), retryAfterSeconds)
+}
+
+// failoverTransport tries the request's capable peers in turn while a connection fails
+// before any of the request body was sent, so that a request is never sent twice.
+type failoverTransport struct {
+	base    http.RoundTripper
+	metrics *Metrics
+	log     *slog.Logger
+}
+
+func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	st := req.Context().Value(routeKey{}).(*routeState)
+	var body *trackingBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &trackingBody{r: req.Body}
+		defer req.Body.Close()
+	}
+	var errs []error
+	for _, p := range st.peers {
+		out := *req
+		u := *req.URL
+		u.Host = p.Address
+		out.URL, out.Host = &u, ""
+		if body != nil {
+			out.Body = body
+		}
+		resp, err := t.base.RoundTrip(&out)
+		if err == nil {
+			return resp, nil
+		}
+		t.metrics.proxyError(ErrorPeerUnreachable, st.gvr)
+		t.log.Warn("peer unreachable", "peer", p.ID, "address", p.Address, "resource", st.gvr.String(), "err", err)
+		errs = append(errs, fmt.Errorf("peer %s at %s: %w", p.ID, p.Address, err))
+		if req.Context().Err() != nil || (body != nil && body.read) {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// trackingBody records whether any byte was read and ignores Close, so that a body no
+// attempt has read can go to the next peer.
+type trackingBody struct {
+	r    io.Reader
+	read bool
+}
+
+func (b *trackingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.read = true
+	}
+	return n, err
+}
+
+func (b *trackingBody) Close() error { return nil }
+
+// mergedEntry is a cached peer-aggregated document.
+type mergedEntry struct {
+	localETag  string
+	local      []byte // the local document, to merge again when only peers changed
+	generation uint64
+	body       []byte
+	etag       string
+}
+
+// serveMerged answers GET /apis with the peer-aggregated document. It first asks the
+// local handler, as the caller, for the local document (If-None-Match with the last
+// one's ETag), so that only callers allowed to read discovery get the merge, and the
+// local part is never stale.
+func (h *Handler) serveMerged(w http.ResponseWriter, r *http.Request) {
+	if !h.o.Directory.Synced() {
+		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			"mvproxy: cannot serve peer-aggregated discovery yet: "+errNotSynced.Error(), retryAfterSeconds)
+		return
+	}
+	cached := h.merged.Load()
+	lr := r.Clone(r.Context())
+	lr.Method = http.MethodGet
+	lr.Header.Set("Accept", AcceptNoPeer)
+	lr.Header.Del("If-None-Match")
+	if cached != nil {
+		lr.Header.Set("If-None-Match", cached.localETag)
+	}
+	rec := newCapture()
+	h.o.Local.ServeHTTP(rec, lr)
+
+	generation, peers := h.o.Directory.peerGroups()
+	var entry *mergedEntry
+	switch {
+	case rec.code == http.StatusNotModified && cached != nil && cached.generation == generation:
+		entry = cached
+		h.o.Metrics.mergedCache(true)
+	case rec.code == http.StatusNotModified && cached != nil:
+		entry = h.merge(cached.localETag, cached.local, generation, peers)
+	case rec.code == http.StatusOK:
+		localETag := rec.header.Get("ETag")
+		if cached != nil && localETag != "" && localETag == cached.localETag && cached.generation == generation {
+			entry = cached
+			h.o.Metrics.mergedCache(true)
+			break
+		}
+		entry = h.merge(localETag, rec.body.Bytes(), generation, peers)
+	default:
+		rec.copyTo(w) // 401, 403, 5xx: the caller gets the local server's answer
+		return
+	}
+	if entry == nil {
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError,
+			"mvproxy: the local server's aggregated discovery document could not be merged; see the proxy's log", 0)
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", AcceptAggregated)
+	hdr.Set("ETag", entry.etag)
+	hdr.Set("Vary", "Accept")
+	hdr.Set("Cache-Control", "public")
+	if r.Header.Get("If-None-Match") == entry.etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(entry.body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(entry.body)
+	}
+}
+
+// merge builds and caches the merged document; nil if the local document is unreadable.
+func (h *Handler) merge(localETag string, localBody []byte, generation uint64, peers []ServerGroups) *mergedEntry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.o.Metrics.mergedCache(false)
+	local, err := ParseDiscovery(localBody)
+	if err != nil {
+		h.log.Error("local aggregated discovery unreadable", "err", err)
+		return nil
+	}
+	if localETag == "" {
+		_, localETag, _ = encodeDiscovery(local)
+	}
+	all := append([]ServerGroups{{ID: h.o.Directory.Self(), Groups: local}}, peers...)
+	body, etag, err := encodeDiscovery(Merge(all))
+	if err != nil {
+		h.log.Error("encoding merged discovery", "err", err)
+		return nil
+	}
+	e := &mergedEntry{localETag: localETag, local: bytes.Clone(localBody), generation: generation, body: body, etag: etag}
+	h.merged.Store(e)
+	return e
+}

@@ -1,0 +1,119 @@
+package mvproxy
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// newFilter is the Handler as a filter in a k8s.io/apiserver-style chain: the caller comes
+// from the request context (here a header set by the test's "authentication").
+func newFilter(t testing.TB, dir *Directory, local http.Handler) *Handler {
+	t.Helper()
+	h, err := NewHandler(Options{
+		Local: local, Directory: dir, PeerTransport: http.DefaultTransport,
+		Identify: func(r *http.Request) (Caller, error) {
+			return Caller{User: &Identity{Name: r.Header.Get("Test-User")}}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestHandlerBeforeSync(t *testing.T) {
+	t.Parallel()
+	served := 0
+	local := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { served++; w.WriteHeader(http.StatusTeapot) })
+	dir := NewDirectory("self")
+	h := newFilter(t, dir, local)
+	tests := []struct {
+		path, accept string
+		wantCode     int
+		wantRetry    bool
+	}{
+		{"/apis/batch/v1/jobs", "", http.StatusServiceUnavailable, true},
+		{"/apis", AcceptAggregated, http.StatusServiceUnavailable, true},
+		{"/apis", AcceptNoPeer, http.StatusTeapot, false},
+		{"/healthz", "", http.StatusTeapot, false},
+		{"/apis/batch/v1", "", http.StatusTeapot, false},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, tt.path, nil)
+		req.Header.Set("Accept", tt.accept)
+		h.ServeHTTP(rec, req)
+		if rec.Code != tt.wantCode || (rec.Header().Get("Retry-After") == "1") != tt.wantRetry {
+			t.Errorf("%s (%s) before sync: %d, Retry-After %q; want %d, retry %v: %s", tt.path, tt.accept, rec.Code, rec.Header().Get("Retry-After"), tt.wantCode, tt.wantRetry, rec.Body)
+		}
+		if tt.wantRetry && !strings.Contains(rec.Body.String(), `"reason":"ServiceUnavailable"`) {
+			t.Errorf("%s: body %s is no Status", tt.path, rec.Body)
+		}
+	}
+	// Once the local discovery is known, what is local is served even before peers sync.
+	dir.SetLocal(doc("batch/v1/jobs"))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis/batch/v1/jobs", nil))
+	if rec.Code != http.StatusTeapot {
+		t.Errorf("local resource before peers synced: %d", rec.Code)
+	}
+}
+
+func TestHandlerRefreshesLocalOnMiss(t *testing.T) {
+	t.Parallel()
+	dir := NewDirectory("self")
+	dir.SetLocal(doc("batch/v1/jobs"))
+	dir.MarkPeersSynced()
+	dir.SetPeer(PeerInfo{ID: "peer", Address: "127.0.0.1:1", Holder: "h"})
+	dir.SetPeerDocument("peer", "h", doc("example.com/v1/widgets"))
+	refreshed := 0
+	h := newFilter(t, dir, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	h.o.RefreshLocal = func(context.Context) error {
+		refreshed++
+		dir.SetLocal(doc("batch/v1/jobs", "new.example.com/v1/things")) // a CRD created since
+		return nil
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis/new.example.com/v1/things", nil))
+	if rec.Code != http.StatusTeapot || refreshed != 1 {
+		t.Errorf("new local resource: %d after %d refreshes, want it served locally after 1", rec.Code, refreshed)
+	}
+}
+
+func TestNewHandlerRequiresOptions(t *testing.T) {
+	t.Parallel()
+	_, err := NewHandler(Options{})
+	if err == nil || err.Error() != "mvproxy: NewHandler: missing [Local Directory PeerTransport Identify]" {
+		t.Errorf("error %v", err)
+	}
+}
+
+// A subresource the local server lacks (added in a newer version) goes to a peer that
+// lists it; the resource itself and its other subresources stay local.
+func TestHandlerRoutesNewSubresourceToPeer(t *testing.T) {
+	t.Parallel()
+	peer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	defer peer.Close()
+	dir := NewDirectory("self")
+	dir.SetLocal(doc("/v1/pods", "/v1/pods/status"))
+	dir.MarkPeersSynced()
+	dir.SetPeer(PeerInfo{ID: "peer", Address: peer.Listener.Addr().String(), Holder: "h"})
+	dir.SetPeerDocument("peer", "h", doc("/v1/pods", "/v1/pods/status", "/v1/pods/resize"))
+	h := newFilter(t, dir, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	h.peer.Transport.(*failoverTransport).base = peer.Client().Transport
+	for path, want := range map[string]int{
+		"/api/v1/namespaces/default/pods/p":        http.StatusTeapot,
+		"/api/v1/namespaces/default/pods/p/status": http.StatusTeapot,
+		"/api/v1/namespaces/default/pods/p/resize": http.StatusAccepted,
+		"/api/v1/namespaces/default/pods/p/other":  http.StatusTeapot, // listed nowhere: local
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("%s: %d, want %d", path, rec.Code, want)
+		}
+	}
+}

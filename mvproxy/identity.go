@@ -1,0 +1,165 @@
+package mvproxy
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Header names of the one-hop guard and of front-proxy (request-header) identity.
+const (
+	// ProxiedHeader marks a request a peer has already proxied; its value is "true". It is
+	// the header kube-apiserver's own mixed version proxy sets and honours.
+	ProxiedHeader = "X-Kubernetes-Peer-Proxied"
+	// ReroutedHeader is the name KEP-4020 gives the same guard; accepted, never sent.
+	ReroutedHeader = "X-Kubernetes-Apiserver-Rerouted"
+
+	remoteUser       = "X-Remote-User"
+	remoteUID        = "X-Remote-Uid"
+	remoteGroup      = "X-Remote-Group"
+	remoteExtraStart = "X-Remote-Extra-"
+)
+
+// Identity is an authenticated user, forwarded to the next server as front-proxy headers.
+type Identity struct {
+	Name   string
+	UID    string
+	Groups []string
+	Extra  map[string][]string
+}
+
+// Caller is what a Handler knows about who sent a request.
+type Caller struct {
+	// User is the authenticated user, or nil when the request's own credentials (a
+	// bearer token, or none) are to be forwarded as they are.
+	User *Identity
+	// FromPeer is true when a trusted peer sent the request; only then are the
+	// one-hop guard headers honoured.
+	FromPeer bool
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the Caller a Handler stored in the request context.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+func withCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// isIdentityHeader reports whether a header carries front-proxy identity.
+func isIdentityHeader(name string) bool {
+	name = http.CanonicalHeaderKey(name)
+	return name == remoteUser || name == remoteUID || name == remoteGroup || strings.HasPrefix(name, remoteExtraStart)
+}
+
+// setIdentityHeaders removes every front-proxy identity header from h and, when u is not
+// nil, sets u's, so that no identity header a client sent survives.
+func setIdentityHeaders(h http.Header, u *Identity) {
+	for name := range h {
+		if isIdentityHeader(name) {
+			delete(h, name)
+		}
+	}
+	if u == nil {
+		return
+	}
+	h.Set(remoteUser, u.Name)
+	if u.UID != "" {
+		h.Set(remoteUID, u.UID)
+	}
+	for _, g := range u.Groups {
+		h.Add(remoteGroup, g)
+	}
+	for k, vs := range u.Extra {
+		for _, v := range vs {
+			h.Add(remoteExtraStart+url.PathEscape(k), v)
+		}
+	}
+}
+
+// identityFromHeaders reads the identity a trusted front proxy sent, nil if none.
+func identityFromHeaders(h http.Header) *Identity {
+	name := h.Get(remoteUser)
+	if name == "" {
+		return nil
+	}
+	u := &Identity{Name: name, UID: h.Get(remoteUID), Groups: slices.Clone(h.Values(remoteGroup))}
+	for k, vs := range h {
+		if !strings.HasPrefix(k, remoteExtraStart) {
+			continue
+		}
+		key, err := url.PathUnescape(strings.TrimPrefix(k, remoteExtraStart))
+		if err != nil {
+			continue
+		}
+		if u.Extra == nil {
+			u.Extra = map[string][]string{}
+		}
+		// kube-apiserver lower-cases extra keys read from headers
+		key = strings.ToLower(key)
+		u.Extra[key] = append(u.Extra[key], vs...)
+	}
+	return u
+}
+
+// guardSet reports whether h carries the one-hop guard.
+func guardSet(h http.Header) bool {
+	return h.Get(ProxiedHeader) == "true" || h.Get(ReroutedHeader) == "true"
+}
+
+func deleteGuard(h http.Header) {
+	h.Del(ProxiedHeader)
+	h.Del(ReroutedHeader)
+}
+
+// CertIdentifier tells callers apart by their TLS client certificate, as kube-apiserver
+// does: a certificate from RequestHeaderCAs with an allowed common name is a trusted peer
+// (or front proxy) whose X-Remote-* headers name the user; a certificate from ClientCAs
+// is a user named by its common name, with its organizations as groups; no certificate
+// means the request's own credentials are forwarded. Its fields must not change once in
+// use.
+type CertIdentifier struct {
+	ClientCAs        *x509.CertPool
+	RequestHeaderCAs *x509.CertPool
+	// AllowedNames limits the common names accepted from RequestHeaderCAs; empty allows any.
+	AllowedNames []string
+}
+
+// Identify implements Options.Identify.
+func (c *CertIdentifier) Identify(r *http.Request) (Caller, error) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return Caller{}, nil
+	}
+	leaf := r.TLS.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, ic := range r.TLS.PeerCertificates[1:] {
+		inter.AddCert(ic)
+	}
+	verify := func(roots *x509.CertPool) error {
+		if roots == nil {
+			return fmt.Errorf("no CA configured")
+		}
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return err
+	}
+	peerErr := verify(c.RequestHeaderCAs)
+	if peerErr == nil && (len(c.AllowedNames) == 0 || slices.Contains(c.AllowedNames, leaf.Subject.CommonName)) {
+		return Caller{User: identityFromHeaders(r.Header), FromPeer: true}, nil
+	}
+	clientErr := verify(c.ClientCAs)
+	if clientErr == nil {
+		return Caller{User: &Identity{Name: leaf.Subject.CommonName, Groups: slices.Clone(leaf.Subject.Organization)}}, nil
+	}
+	if peerErr == nil {
+		return Caller{}, fmt.Errorf("client certificate %q is signed by the request-header CA but its common name is not among the allowed names", leaf.Subject.CommonName)
+	}
+	return Caller{}, fmt.Errorf("client certificate %q is not signed by the client CA (%w) or the request-header CA (%w)", leaf.Subject.CommonName, clientErr, peerErr)
+}

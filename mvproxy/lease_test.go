@@ -1,0 +1,92 @@
+package mvproxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+func TestLeaseKeeper(t *testing.T) {
+	ctx := context.Background()
+	old := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	fresh := metav1.NewMicroTime(time.Now())
+	lease := func(name, holder string, renew metav1.MicroTime, labels map[string]string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: labels},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &renew, LeaseDurationSeconds: ptr.To(int32(30))},
+		}
+	}
+	ours := map[string]string{LeaseLabel: LeaseLabelValue}
+	client := fake.NewClientset(
+		lease("me", "me_previous-run", fresh, ours),
+		lease("expired-peer", "x", old, ours),
+		lease("live-peer", "y", fresh, ours),
+		lease("apiserver-abc", "z", old, map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver"}),
+	)
+	leases := client.CoordinationV1().Leases("kube-system")
+	k := &LeaseKeeper{Client: client, Namespace: "kube-system", Name: "me", Address: "127.0.0.1:6444", Duration: 30 * time.Second, Logger: testLogger()}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(runCtx) }()
+
+	waitFor(t, "own lease with the new holder", func() bool {
+		l, err := leases.Get(ctx, "me", metav1.GetOptions{})
+		return err == nil && *l.Spec.HolderIdentity == k.Holder()
+	})
+	l, _ := leases.Get(ctx, "me", metav1.GetOptions{})
+	if l.Annotations[AddressAnnotation] != "127.0.0.1:6444" || l.Labels[LeaseLabel] != LeaseLabelValue || !strings.HasPrefix(k.Holder(), "me_") || *l.Spec.LeaseDurationSeconds != 30 {
+		t.Errorf("own lease %+v, holder %s", l, k.Holder())
+	}
+	for name, wantGone := range map[string]bool{"expired-peer": true, "live-peer": false, "apiserver-abc": false} {
+		_, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if gone := apierrors.IsNotFound(err); gone != wantGone {
+			t.Errorf("lease %s deleted: %v, want %v", name, gone, wantGone)
+		}
+	}
+	cancel()
+	<-done
+	if _, err := leases.Get(ctx, "me", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("own lease after shutdown: %v, want deleted", err)
+	}
+}
+
+func TestPeerFromLease(t *testing.T) {
+	t.Parallel()
+	mk := func(addr string, holder *string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "kube-system", Labels: map[string]string{LeaseLabel: LeaseLabelValue},
+				Annotations: map[string]string{AddressAnnotation: addr}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: holder},
+		}
+	}
+	tests := []struct {
+		name    string
+		lease   *coordinationv1.Lease
+		ok      bool
+		wantErr string
+	}{
+		{"good", mk("10.0.0.1:6444", ptr.To("h")), true, ""},
+		{"ipv6", mk("[::1]:6444", ptr.To("h")), true, ""},
+		{"no holder", mk("10.0.0.1:6444", nil), false, ""},
+		{"no port", mk("10.0.0.1", ptr.To("h")), true, `peer lease kube-system/p: address annotation peerproxy.kplug.io/address="10.0.0.1": address 10.0.0.1: missing port in address`},
+		{"port zero", mk("10.0.0.1:0", ptr.To("h")), true, `peer lease kube-system/p: address annotation peerproxy.kplug.io/address="10.0.0.1:0": bad port "0"`},
+		{"no host", mk(":6444", ptr.To("h")), true, `peer lease kube-system/p: address annotation peerproxy.kplug.io/address=":6444": no host`},
+	}
+	for _, tt := range tests {
+		_, ok, err := peerFromLease(tt.lease)
+		gotErr := ""
+		if err != nil {
+			gotErr = err.Error()
+		}
+		if ok != tt.ok || gotErr != tt.wantErr {
+			t.Errorf("%s: ok %v, error %q; want %v, %q", tt.name, ok, gotErr, tt.ok, tt.wantErr)
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package mvproxy
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+)
+
+// ServerGroups is one server's /apis document, named by the server's identity.
+type ServerGroups struct {
+	ID     string
+	Groups *apidiscoveryv2.APIGroupDiscoveryList
+}
+
+// Merge returns the peer-aggregated /apis document: the union of every server's groups,
+// versions and resources. The result depends only on the set of inputs, not on their
+// order or on which server computes it, so every server serves the same document:
+//
+//   - servers are taken in order of ID;
+//   - groups, and versions within a group, are ordered so that every server's relative
+//     order is kept where the servers agree; where they disagree, the name that appears
+//     first (in ID order) wins;
+//   - a resource listed by several servers takes its fields from the first, with the
+//     union of verbs (sorted) and of subresources (sorted by name);
+//   - a version is Current if any server has it Current.
+//
+// Merge does not modify its inputs; the result may share resource entries with them. It
+// is safe to call concurrently.
+func Merge(servers []ServerGroups) *apidiscoveryv2.APIGroupDiscoveryList {
+	servers = slices.DeleteFunc(slices.Clone(servers), func(s ServerGroups) bool { return s.Groups == nil })
+	slices.SortFunc(servers, func(a, b ServerGroups) int { return cmp.Compare(a.ID, b.ID) })
+	out := &apidiscoveryv2.APIGroupDiscoveryList{}
+	out.Kind, out.APIVersion = discoveryList, discoveryGroup+"/"+discoveryVersion
+	if len(servers) == 0 {
+		return out
+	}
+	if len(servers) == 1 {
+		out.Items = servers[0].Groups.Items
+		return out
+	}
+
+	byName := map[string][]*apidiscoveryv2.APIGroupDiscovery{}
+	orders := make([][]string, len(servers))
+	for i, s := range servers {
+		orders[i] = make([]string, len(s.Groups.Items))
+		for j := range s.Groups.Items {
+			g := &s.Groups.Items[j]
+			orders[i][j] = g.Name
+			byName[g.Name] = append(byName[g.Name], g)
+		}
+	}
+	names := mergeOrder(orders)
+	out.Items = make([]apidiscoveryv2.APIGroupDiscovery, len(names))
+	for i, name := range names {
+		out.Items[i] = mergeGroup(byName[name])
+	}
+	return out
+}
+
+func mergeGroup(gs []*apidiscoveryv2.APIGroupDiscovery) apidiscoveryv2.APIGroupDiscovery {
+	if len(gs) == 1 {
+		return *gs[0]
+	}
+	merged := apidiscoveryv2.APIGroupDiscovery{TypeMeta: gs[0].TypeMeta, ObjectMeta: gs[0].ObjectMeta}
+	byVersion := map[string][]*apidiscoveryv2.APIVersionDiscovery{}
+	orders := make([][]string, len(gs))
+	for i, g := range gs {
+		orders[i] = make([]string, len(g.Versions))
+		for j := range g.Versions {
+			v := &g.Versions[j]
+			orders[i][j] = v.Version
+			byVersion[v.Version] = append(byVersion[v.Version], v)
+		}
+	}
+	versions := mergeOrder(orders)
+	merged.Versions = make([]apidiscoveryv2.APIVersionDiscovery, len(versions))
+	for i, name := range versions {
+		merged.Versions[i] = mergeVersion(byVersion[name])
+	}
+	return merged
+}
+
+func mergeVersion(vs []*apidiscoveryv2.APIVersionDiscovery) apidiscoveryv2.APIVersionDiscovery {
+	if len(vs) == 1 {
+		return *vs[0]
+	}
+	merged := apidiscoveryv2.APIVersionDiscovery{Version: vs[0].Version, Freshness: vs[0].Freshness}
+	index := map[string]int{}
+	for _, v := range vs {
+		if v.Freshness == apidiscoveryv2.DiscoveryFreshnessCurrent {
+			merged.Freshness = v.Freshness
+		}
+		for _, r := range v.Resources {
+			i, seen := index[r.Resource]
+			if !seen {
+				index[r.Resource] = len(merged.Resources)
+				merged.Resources = append(merged.Resources, r)
+				continue
+			}
+			merged.Resources[i] = mergeResource(merged.Resources[i], r)
+		}
+	}
+	return merged
+}
+
+// mergeResource keeps a's fields and adds b's verbs and subresources.
+func mergeResource(a, b apidiscoveryv2.APIResourceDiscovery) apidiscoveryv2.APIResourceDiscovery {
+	if slices.Equal(a.Verbs, b.Verbs) && sameSubresources(a.Subresources, b.Subresources) {
+		return a
+	}
+	a.Verbs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a.Verbs), b.Verbs...))))
+	subs := map[string]apidiscoveryv2.APISubresourceDiscovery{}
+	for _, s := range a.Subresources {
+		subs[s.Subresource] = s
+	}
+	for _, s := range b.Subresources {
+		if prev, ok := subs[s.Subresource]; ok {
+			prev.Verbs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(prev.Verbs), s.Verbs...))))
+			s = prev
+		}
+		subs[s.Subresource] = s
+	}
+	a.Subresources = make([]apidiscoveryv2.APISubresourceDiscovery, 0, len(subs))
+	for _, s := range subs {
+		a.Subresources = append(a.Subresources, s)
+	}
+	slices.SortFunc(a.Subresources, func(x, y apidiscoveryv2.APISubresourceDiscovery) int {
+		return cmp.Compare(x.Subresource, y.Subresource)
+	})
+	return a
+}
+
+func sameSubresources(a, b []apidiscoveryv2.APISubresourceDiscovery) bool {
+	return slices.EqualFunc(a, b, func(x, y apidiscoveryv2.APISubresourceDiscovery) bool {
+		return x.Subresource == y.Subresource && slices.Equal(x.Verbs, y.Verbs)
+	})
+}
+
+// mergeOrder merges name lists into one list holding each name once, keeping every
+// list's relative order where the lists agree (a topological order of "a comes before b
+// in some list"). Among names free to go next, the one first seen wins; where the lists
+// disagree (a cycle), the first-seen name left goes next.
+func mergeOrder(lists [][]string) []string {
+	if allEqual(lists) {
+		return slices.Clone(lists[0])
+	}
+	rank := map[string]int{}
+	var names []string
+	for _, l := range lists {
+		for _, n := range l {
+			if _, ok := rank[n]; !ok {
+				rank[n] = len(names)
+				names = append(names, n)
+			}
+		}
+	}
+	next := make([][]int, len(names))
+	indegree := make([]int, len(names))
+	for _, l := range lists {
+		for i := 1; i < len(l); i++ {
+			a, b := rank[l[i-1]], rank[l[i]]
+			if a == b {
+				continue
+			}
+			next[a] = append(next[a], b)
+			indegree[b]++
+		}
+	}
+	ready := &intHeap{}
+	for r, d := range indegree {
+		if d == 0 {
+			*ready = append(*ready, r)
+		}
+	}
+	heap.Init(ready)
+	out := make([]string, 0, len(names))
+	done := make([]bool, len(names))
+	emit := func(r int) {
+		done[r] = true
+		out = append(out, names[r])
+		for _, n := range next[r] {
+			if indegree[n]--; indegree[n] == 0 {
+				heap.Push(ready, n)
+			}
+		}
+	}
+	forced := 0 // names before this rank are all done
+	for len(out) < len(names) {
+		if ready.Len() > 0 {
+			if r := heap.Pop(ready).(int); !done[r] {
+				emit(r)
+			}
+			continue
+		}
+		// The lists disagree (a cycle): the first-seen name left goes next.
+		for done[forced] {
+			forced++
+		}
+		emit(forced)
+	}
+	return out
+}
+
+func allEqual(lists [][]string) bool {
+	for _, l := range lists[1:] {
+		if !slices.Equal(l, lists[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+type intHeap []int
+
+func (h intHeap) Len() int           { return len(h) }
+func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *intHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,84 @@
+package mvproxy
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the mixed version proxy's Prometheus metrics, named as kube-apiserver names
+// them. A nil *Metrics records nothing.
+type Metrics struct {
+	rerouted       *prometheus.CounterVec
+	proxyErrors    *prometheus.CounterVec
+	mergedHits     prometheus.Counter
+	mergedMisses   prometheus.Counter
+	localDiscovery prometheus.Counter
+}
+
+// Error types of apiserver_peer_proxy_errors_total.
+const (
+	ErrorPeerUnreachable  = "peer_unreachable"  // a connection to a capable peer failed
+	ErrorLocalUnreachable = "local_unreachable" // the local apiserver could not be reached
+	ErrorPeerDiscovery    = "peer_discovery"    // a peer's discovery could not be fetched or read
+	ErrorBadLease         = "bad_lease"         // a peer Lease without a usable address
+	ErrorUnauthenticated  = "unauthenticated"   // a client certificate that no CA vouches for
+)
+
+// NewMetrics creates the metrics and registers them with reg; a nil reg registers nothing.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		rerouted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_rerouted_request_total",
+			Help: "Total number of requests that were proxied to a peer because the local apiserver was not capable of serving it, by status code and the requested group, version and resource.",
+		}, []string{"code", "group", "version", "resource"}),
+		proxyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_peer_proxy_errors_total",
+			Help: "Total number of errors encountered while proxying requests to a peer or the local apiserver, or syncing with peers, by type.",
+		}, []string{"type", "group", "version", "resource"}),
+		mergedHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_discovery_peer_aggregated_cache_hits_total",
+			Help: "Total number of peer-aggregated discovery requests served from the cached merge.",
+		}),
+		mergedMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_discovery_peer_aggregated_cache_misses_total",
+			Help: "Total number of peer-aggregated discovery requests that merged the documents anew.",
+		}),
+		localDiscovery: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_discovery_local_requests_total",
+			Help: "Total number of aggregated discovery requests for the local document (profile=nopeer or profile=local).",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.rerouted, m.proxyErrors, m.mergedHits, m.mergedMisses, m.localDiscovery} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) reroutedRequest(code string, g GVR) {
+	if m != nil {
+		m.rerouted.WithLabelValues(code, g.Group, g.Version, g.Resource).Inc()
+	}
+}
+
+func (m *Metrics) proxyError(typ string, g GVR) {
+	if m != nil {
+		m.proxyErrors.WithLabelValues(typ, g.Group, g.Version, g.Resource).Inc()
+	}
+}
+
+func (m *Metrics) mergedCache(hit bool) {
+	switch {
+	case m == nil:
+	case hit:
+		m.mergedHits.Inc()
+	default:
+		m.mergedMisses.Inc()
+	}
+}
+
+func (m *Metrics) localDiscoveryRequest() {
+	if m != nil {
+		m.localDiscovery.Inc()
+	}
+}

@@ -1,0 +1,407 @@
+package mvproxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Server 0 serves batch/v1 jobs; server 1 serves apps/v1 deployments; both serve pods.
+func twoServers(t *testing.T) *testCluster {
+	return newTestCluster(t,
+		doc("/v1/pods", "batch/v1/jobs"),
+		doc("/v1/pods", "apps/v1/deployments"))
+}
+
+func getSeen(t *testing.T, c *http.Client, url string, hdr http.Header) (int, seen, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var s seen
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatalf("GET %s: %v: %s", url, err, body)
+		}
+	}
+	return resp.StatusCode, s, string(body)
+}
+
+func TestSidecarRoutesAndForwardsIdentity(t *testing.T) {
+	c := twoServers(t)
+	alice := c.clientCA.client(t, "alice", "developers")
+	forged := http.Header{
+		"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}, "X-Remote-Extra-Scopes": {"all"},
+		"X-Kubernetes-Peer-Proxied": {"true"}, "X-Kubernetes-Apiserver-Rerouted": {"true"},
+	}
+	tests := []struct {
+		name   string
+		client *http.Client
+		via    int
+		path   string
+		want   seen
+	}{
+		{"token user, local", c.httpClient(t, nil, tokenBob), 0, "/apis/batch/v1/namespaces/default/jobs",
+			seen{Server: "server-0", User: "bob", Token: true}},
+		{"token user, proxied keeps the token", c.httpClient(t, nil, tokenBob), 1, "/apis/batch/v1/namespaces/default/jobs",
+			seen{Server: "server-0", User: "bob", Token: true, Proxied: "true"}},
+		{"certificate user, local, as front-proxy identity", c.httpClient(t, &alice, ""), 1, "/apis/apps/v1/deployments",
+			seen{Server: "server-1", User: "alice", Groups: []string{"developers"}, Remote: true}},
+		{"certificate user, proxied, as front-proxy identity", c.httpClient(t, &alice, ""), 0, "/apis/apps/v1/namespaces/ns/deployments/d/status",
+			seen{Server: "server-1", User: "alice", Groups: []string{"developers"}, Remote: true, Proxied: "true"}},
+		{"core resource served locally", c.httpClient(t, nil, tokenBob), 1, "/api/v1/pods",
+			seen{Server: "server-1", User: "bob", Token: true}},
+		{"anonymous, proxied", c.httpClient(t, nil, ""), 1, "/apis/batch/v1/jobs",
+			seen{Server: "server-0", User: "system:anonymous", Proxied: "true"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Forged identity and loop-guard headers change nothing.
+			for _, hdr := range []http.Header{nil, forged} {
+				code, got, body := getSeen(t, tt.client, c.nodes[tt.via].srv.URL+tt.path, hdr)
+				if code != http.StatusOK {
+					t.Fatalf("status %d: %s", code, body)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("forged headers %v: backend saw (-want +got):\n%s", hdr != nil, diff)
+				}
+			}
+		})
+	}
+
+	want := `
+# HELP apiserver_rerouted_request_total Total number of requests that were proxied to a peer because the local apiserver was not capable of serving it, by status code and the requested group, version and resource.
+# TYPE apiserver_rerouted_request_total counter
+apiserver_rerouted_request_total{code="200",group="batch",resource="jobs",version="v1"} 4
+`
+	if err := testutil.GatherAndCompare(c.nodes[1].reg, strings.NewReader(want), "apiserver_rerouted_request_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSidecarNotFoundAndUnauthenticated(t *testing.T) {
+	c := twoServers(t)
+	client := c.httpClient(t, nil, tokenBob)
+	code, _, body := getSeen(t, client, c.nodes[0].srv.URL+"/apis/nothing.example/v1/foos", nil)
+	if code != http.StatusNotFound {
+		t.Errorf("resource no server serves: %d %s, want the local 404", code, body)
+	}
+	stranger := c.otherCA.client(t, "mallory")
+	code, _, body = getSeen(t, c.httpClient(t, &stranger, ""), c.nodes[0].srv.URL+"/api/v1/pods", nil)
+	if code != http.StatusUnauthorized || !strings.Contains(body, `client certificate \"mallory\" is not signed by the client CA`) {
+		t.Errorf("untrusted client certificate: %d %s", code, body)
+	}
+	// A front-proxy certificate with a name not allowed is no peer.
+	wrongName := c.frontCA.client(t, "someone-else")
+	code, _, body = getSeen(t, c.httpClient(t, &wrongName, ""), c.nodes[0].srv.URL+"/api/v1/pods", nil)
+	if code != http.StatusUnauthorized || !strings.Contains(body, "not among the allowed names") {
+		t.Errorf("front-proxy certificate with a wrong name: %d %s", code, body)
+	}
+}
+
+func TestSidecarPeerProxiedRequestIsServedLocally(t *testing.T) {
+	c := twoServers(t)
+	// A trusted peer sends the guard: server 1 must not proxy again, so the 404 is local.
+	peer := c.frontCA.client(t, "front-proxy-client")
+	hdr := http.Header{ProxiedHeader: {"true"}, remoteUser: {"carol"}}
+	code, _, body := getSeen(t, c.httpClient(t, &peer, ""), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", hdr)
+	if code != http.StatusNotFound {
+		t.Errorf("proxied request for a resource served only elsewhere: %d %s, want 404 (one hop)", code, body)
+	}
+	// The KEP's header name is honoured too.
+	hdr = http.Header{ReroutedHeader: {"true"}, remoteUser: {"carol"}}
+	if code, _, body = getSeen(t, c.httpClient(t, &peer, ""), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", hdr); code != http.StatusNotFound {
+		t.Errorf("rerouted request: %d %s, want 404", code, body)
+	}
+	// Without the guard the same peer is routed normally, as carol.
+	code, got, body := getSeen(t, c.httpClient(t, &peer, ""), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", http.Header{remoteUser: {"carol"}})
+	if code != http.StatusOK || got.User != "carol" || got.Server != "server-0" {
+		t.Errorf("peer request without guard: %d %+v %s", code, got, body)
+	}
+}
+
+func TestSidecarStreamsWatches(t *testing.T) {
+	c := twoServers(t)
+	h2 := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: c.clusterCA.pool(), MinVersion: tls.VersionTLS12}}
+	t.Cleanup(h2.CloseIdleConnections)
+	for proto, client := range map[string]*http.Client{
+		"HTTP/1.1": c.httpClient(t, nil, tokenBob),
+		"HTTP/2.0": {Transport: bearerTransport{token: tokenBob, base: h2}},
+	} {
+		t.Run(proto, func(t *testing.T) {
+			resp, err := client.Get(c.nodes[1].srv.URL + "/apis/batch/v1/jobs?watch=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.Proto != proto {
+				t.Errorf("client spoke %s to the sidecar, want %s", resp.Proto, proto)
+			}
+			r := bufio.NewReader(resp.Body)
+			// The first event arrives while the backend is still holding the second back.
+			if got := readLine(t, r); got != `{"type":"ADDED","server":"server-0"}` {
+				t.Errorf("first event %q", got)
+			}
+			c.nodes[0].backend.watchStep <- struct{}{}
+			if got := readLine(t, r); got != `{"type":"MODIFIED","server":"server-0"}` {
+				t.Errorf("second event %q", got)
+			}
+		})
+	}
+}
+
+func TestSidecarPassesUpgrades(t *testing.T) {
+	c := twoServers(t)
+	for via, path := range map[int]string{0: "/apis/apps/v1/namespaces/ns/deployments/d/exec", 1: "/apis/apps/v1/namespaces/ns/deployments/d/exec"} {
+		conn, err := tls.Dial("tcp", c.nodes[via].srv.Listener.Addr().String(), &tls.Config{RootCAs: c.clusterCA.pool(), MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: test-echo\r\n\r\n", path, tokenBob)
+		r := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close() // a 101 has no body; the connection carries the protocol
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("via %d: status %d", via, resp.StatusCode)
+		}
+		fmt.Fprintf(conn, "hello\n")
+		if got := readLine(t, r); got != "server-1 echoes hello" {
+			t.Errorf("via %d: %q", via, got)
+		}
+		_ = conn.Close()
+	}
+}
+
+func TestSidecarFailsOverAndAnswers503(t *testing.T) {
+	// Server 0 and 2 serve jobs, server 1 does not.
+	c := newTestCluster(t,
+		doc("/v1/pods", "batch/v1/jobs"),
+		doc("/v1/pods"),
+		doc("/v1/pods", "batch/v1/jobs"))
+	client := c.httpClient(t, nil, tokenBob)
+	url := c.nodes[1].srv.URL + "/apis/batch/v1/jobs"
+
+	// Server 0's sidecar dies without deleting its Lease: server 1 still believes it
+	// capable, and fails over to server 2 whichever order it tries them in.
+	c.nodes[0].srv.Close()
+	for range 4 {
+		if code, got, body := getSeen(t, client, url, nil); code != http.StatusOK || got.Server != "server-2" {
+			t.Fatalf("with one capable peer dead: %d %+v %s", code, got, body)
+		}
+	}
+	// A POST body no attempt has sent goes to the next peer whole.
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader("the body"))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got seen
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if got.Body != "the body" || got.Server != "server-2" {
+		t.Errorf("POST after failover: %+v", got)
+	}
+
+	// With both capable peers gone: 503, not 404.
+	c.nodes[2].srv.Close()
+	code, _, body := getSeen(t, client, url, nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "batch/v1/jobs is served by 2 peer(s), none reachable") {
+		t.Errorf("no capable peer reachable: %d %s", code, body)
+	}
+	want := `
+# HELP apiserver_rerouted_request_total Total number of requests that were proxied to a peer because the local apiserver was not capable of serving it, by status code and the requested group, version and resource.
+# TYPE apiserver_rerouted_request_total counter
+apiserver_rerouted_request_total{code="200",group="batch",resource="jobs",version="v1"} 5
+apiserver_rerouted_request_total{code="503",group="batch",resource="jobs",version="v1"} 1
+`
+	if err := testutil.GatherAndCompare(c.nodes[1].reg, strings.NewReader(want), "apiserver_rerouted_request_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.ToFloat64(c.nodes[1].sidecar.o.Metrics.proxyErrors.WithLabelValues(ErrorPeerUnreachable, "batch", "v1", "jobs")); n < 2 {
+		t.Errorf("peer_unreachable errors %v, want at least the 2 of the last request", n)
+	}
+}
+
+func TestSidecarLocalApiserverDown(t *testing.T) {
+	c := twoServers(t)
+	c.nodes[0].backend.srv.Close()
+	for via := range 2 {
+		code, _, body := getSeen(t, c.httpClient(t, nil, tokenBob), c.nodes[via].srv.URL+"/apis/batch/v1/jobs", nil)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "the local apiserver at https://127.0.0.1") || !strings.Contains(body, "is unreachable") {
+			t.Errorf("via %d with server 0's apiserver down: %d %s", via, code, body)
+		}
+	}
+}
+
+func TestSidecarMergedDiscovery(t *testing.T) {
+	c := newTestCluster(t,
+		doc("/v1/pods", "apps/v1/deployments", "batch/v1/jobs"),
+		doc("/v1/pods", "apps/v1/deployments", "apps/v1/statefulsets", "example.com/v1/widgets"))
+	client := c.httpClient(t, nil, tokenBob)
+	fetch := func(via int, accept, inm string) (int, http.Header, []string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, c.nodes[via].srv.URL+"/apis", nil)
+		req.Header.Set("Accept", accept)
+		if inm != "" {
+			req.Header.Set("If-None-Match", inm)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, resp.Header, nil
+		}
+		l, err := ParseDiscovery(body)
+		if err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		var names []string
+		for _, g := range l.Items {
+			for _, v := range g.Versions {
+				for _, r := range v.Resources {
+					names = append(names, g.Name+"/"+v.Version+"/"+r.Resource)
+				}
+			}
+		}
+		return resp.StatusCode, resp.Header, names
+	}
+	m := c.nodes[0].sidecar.o.Metrics
+	counts := func() []float64 {
+		return []float64{testutil.ToFloat64(m.localDiscovery), testutil.ToFloat64(m.mergedHits), testutil.ToFloat64(m.mergedMisses)}
+	}
+	before := counts() // peers' discovery fetches count as local requests too
+	wantMerged := []string{"apps/v1/deployments", "apps/v1/statefulsets", "batch/v1/jobs", "example.com/v1/widgets"}
+	var etags []string
+	for via := range 2 {
+		_, hdr, got := fetch(via, AcceptAggregated+",application/json", "")
+		if diff := cmp.Diff(wantMerged, got); diff != "" {
+			t.Errorf("merged via %d (-want +got):\n%s", via, diff)
+		}
+		if hdr.Get("Content-Type") != AcceptAggregated || hdr.Get("Vary") != "Accept" {
+			t.Errorf("merged via %d: headers %v", via, hdr)
+		}
+		etags = append(etags, hdr.Get("ETag"))
+		if code, _, _ := fetch(via, AcceptAggregated, hdr.Get("ETag")); code != http.StatusNotModified {
+			t.Errorf("If-None-Match with the ETag via %d: %d, want 304", via, code)
+		}
+	}
+	if etags[0] != etags[1] || etags[0] == "" {
+		t.Errorf("merged ETags differ between servers: %v", etags)
+	}
+	for _, accept := range []string{AcceptNoPeer, AcceptAggregated + ";profile=local"} {
+		_, _, got := fetch(0, accept, "")
+		if diff := cmp.Diff([]string{"apps/v1/deployments", "batch/v1/jobs"}, got); diff != "" {
+			t.Errorf("%s via 0 (-want +got):\n%s", accept, diff)
+		}
+	}
+	// Server 0 saw one merge and one cache hit (the 304), and at least our two local
+	// requests (its peer's discovery fetches, which may still be under way, count too).
+	after := counts()
+	if diff := cmp.Diff([]float64{before[1] + 1, before[2] + 1}, after[1:]); diff != "" {
+		t.Errorf("cache hits, cache misses (-want +got):\n%s", diff)
+	}
+	if after[0] < before[0]+2 {
+		t.Errorf("local discovery requests went from %v to %v, want at least 2 more", before[0], after[0])
+	}
+
+	// When the last peer leaves, the merge is redone without it.
+	c.nodes[1].stop()
+	waitFor(t, "server 0 forgets server 1", func() bool { return len(c.nodes[0].sidecar.Directory().Peers()) == 0 })
+	_, hdr, got := fetch(0, AcceptAggregated, etags[0])
+	if diff := cmp.Diff([]string{"apps/v1/deployments", "batch/v1/jobs"}, got); diff != "" {
+		t.Errorf("merged after the peer left (-want +got):\n%s", diff)
+	}
+	if hdr.Get("ETag") == etags[0] {
+		t.Error("ETag unchanged after the peer left")
+	}
+	// Legacy discovery and /api are the local server's.
+	code, _, body := getSeen(t, client, c.nodes[0].srv.URL+"/api", nil)
+	if code != http.StatusOK || strings.Contains(body, "widgets") {
+		t.Errorf("/api: %d %s", code, body)
+	}
+}
+
+func TestSidecarIgnoresBadPeers(t *testing.T) {
+	c := twoServers(t)
+	ctx := context.Background()
+	srvGarbage := httptestTLS(t, c, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+	}))
+	untrusted := httptestTLSCert(t, c.otherCA.serving(t), c.nodes[0].sidecar)
+	hanging := httptestTLS(t, c, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	leases := map[string]string{
+		"peerproxy-hanging":   hanging,
+		"peerproxy-garbage":   srvGarbage,
+		"peerproxy-untrusted": untrusted,
+		"peerproxy-bogus":     "not an address",
+	}
+	for name, addr := range leases {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+				Labels: map[string]string{LeaseLabel: LeaseLabelValue}, Annotations: map[string]string{AddressAnnotation: addr}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_1")},
+		}
+		if _, err := c.client.CoordinationV1().Leases("kube-system").Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := c.nodes[1].sidecar.o.Metrics
+	waitFor(t, "bad peers counted", func() bool {
+		return testutil.ToFloat64(m.proxyErrors.WithLabelValues(ErrorBadLease, "", "", "")) >= 1 &&
+			testutil.ToFloat64(m.proxyErrors.WithLabelValues(ErrorPeerDiscovery, "", "", "")) >= 3
+	})
+	// Routing and merged discovery still work, and name only the good peer.
+	code, got, body := getSeen(t, c.httpClient(t, nil, tokenBob), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", nil)
+	if code != http.StatusOK || got.Server != "server-0" {
+		t.Errorf("with bad peers around: %d %+v %s", code, got, body)
+	}
+	if peers := c.nodes[1].sidecar.Directory().Capable(GVR{"batch", "v1", "jobs"}); len(peers) != 1 || peers[0].ID != "peerproxy-server-0" {
+		t.Errorf("capable peers %v", peers)
+	}
+	if slices.ContainsFunc(c.nodes[1].sidecar.Directory().Peers(), func(p PeerInfo) bool { return p.ID == "peerproxy-bogus" }) {
+		t.Error("a Lease with a bogus address became a peer")
+	}
+}
+
+// httptestTLS serves h with a certificate from the cluster CA and returns its address.
+func httptestTLS(t *testing.T, c *testCluster, h http.Handler) string {
+	return httptestTLSCert(t, c.clusterCA.serving(t), h)
+}
+
+func httptestTLSCert(t *testing.T, cert tls.Certificate, h http.Handler) string {
+	t.Helper()
+	srv := httptestUnstarted(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
