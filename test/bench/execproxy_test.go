@@ -205,4 +205,3 @@ func BenchmarkExecProxyWatchEvent(b *testing.B) {
 		})
 	}
 }
-
