@@ -123,6 +123,12 @@ func (b *Bridge) tunnel(client net.Conn) {
 	<-done
 }
 
+// DialContext connects to the proxy's socket, whatever the address asked for, starting
+// the proxy again once if it is gone. It fits rest.Config.Dial.
+func (b *Bridge) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	return b.dial(ctx)
+}
+
 // dial connects to the proxy's socket, starting the proxy again once if it is gone.
 func (b *Bridge) dial(ctx context.Context) (net.Conn, error) {
 	b.mu.Lock()

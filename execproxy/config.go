@@ -17,9 +17,10 @@ import (
 func SocketPath(p *execcred.ProxyConfig) string { return strings.TrimPrefix(p.URL, "unix://") }
 
 // ConfigFor returns a copy of cfg that sends everything through the exec proxy the
-// credential describes, by way of the bridge: the API server's URL stays, TLS trusts the
-// proxy's CA and presents the hop certificate, and rest.Config.Proxy points at the bridge,
-// which all three of client-go's dial paths (REST, SPDY, WebSocket) honour.
+// credential describes: the API server's URL stays, TLS trusts the proxy's CA and presents
+// the hop certificate. REST calls and watches dial the proxy's socket directly
+// (rest.Config.Dial); SPDY and WebSocket upgrades, whose dialers honour only
+// rest.Config.Proxy, go through the bridge.
 func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Config, error) {
 	if cred.Proxy == nil {
 		return nil, errors.New("exec proxy: the plugin's answer has no proxyConfig")
@@ -36,8 +37,27 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 		CertData:   certPEM,
 		KeyData:    keyPEM,
 	}
-	c.Proxy = http.ProxyURL(bridgeURL)
+	c.Dial = b.DialContext
+	c.Proxy = func(req *http.Request) (*url.URL, error) {
+		if isUpgrade(req) {
+			return bridgeURL, nil
+		}
+		return nil, nil
+	}
 	return c, nil
+}
+
+// isUpgrade reports whether req asks to switch protocols; client-go's SPDY and WebSocket
+// dialers set these headers before they ask for a proxy.
+func isUpgrade(req *http.Request) bool {
+	for _, v := range req.Header.Values("Connection") {
+		for _, token := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Kubeconfig returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the
