@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/test/e2e/framework"
@@ -23,25 +22,14 @@ func execCredentialDemo(ctx context.Context, cp *framework.ControlPlane) error {
 	if err := os.WriteFile(tokenFile, []byte(cp.TokenUser.Token), 0o600); err != nil {
 		return err
 	}
-	cfg := clientcmdapi.NewConfig()
-	cluster := clientcmdapi.NewCluster()
-	cluster.Server = cp.Servers[0].URL
-	cluster.CertificateAuthorityData = cp.PKI.ClusterCA.CertPEM
-	cfg.Clusters["demo"] = cluster
-	user := clientcmdapi.NewAuthInfo()
-	user.Exec = &clientcmdapi.ExecConfig{
+	kubeconfig := filepath.Join(cp.Dir, "exec.kubeconfig")
+	err := cp.WriteExecKubeconfig(kubeconfig, map[string]*clientcmdapi.ExecConfig{"demo": {
 		APIVersion:      "client.authentication.k8s.io/v1",
 		Command:         filepath.Join(cp.BinDir, "kplug-demo-plugin"),
 		Env:             []clientcmdapi.ExecEnvVar{{Name: "TEST_TOKEN_FILE", Value: tokenFile}},
 		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
-	}
-	cfg.AuthInfos["exec-user"] = user
-	kctx := clientcmdapi.NewContext()
-	kctx.Cluster, kctx.AuthInfo = "demo", "exec-user"
-	cfg.Contexts["demo"] = kctx
-	cfg.CurrentContext = "demo"
-	kubeconfig := filepath.Join(cp.Dir, "exec.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+	}})
+	if err != nil {
 		return err
 	}
 

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/test/e2e/framework"
@@ -18,26 +17,15 @@ import (
 // authenticates to the API server with a TLS client certificate the client never sees.
 func execProxyDemo(ctx context.Context, cp *framework.ControlPlane) error {
 	kplug := filepath.Join(cp.BinDir, "kplug")
-	cfg := clientcmdapi.NewConfig()
-	cluster := clientcmdapi.NewCluster()
-	cluster.Server = cp.Servers[0].URL
-	cluster.CertificateAuthorityData = cp.PKI.ClusterCA.CertPEM
-	cfg.Clusters["demo"] = cluster
-	user := clientcmdapi.NewAuthInfo()
-	user.Exec = &clientcmdapi.ExecConfig{
+	kubeconfig := filepath.Join(cp.Dir, "proxy.kubeconfig")
+	err := cp.WriteExecKubeconfig(kubeconfig, map[string]*clientcmdapi.ExecConfig{"proxied": {
 		APIVersion:         "client.authentication.k8s.io/v1",
 		Command:            kplug,
 		Args:               []string{"proxy-plugin", "--client-cert", cp.CertUser.Cert.CertFile, "--client-key", cp.CertUser.Cert.KeyFile},
 		ProvideClusterInfo: true,
 		InteractiveMode:    clientcmdapi.NeverExecInteractiveMode,
-	}
-	cfg.AuthInfos["proxied"] = user
-	kctx := clientcmdapi.NewContext()
-	kctx.Cluster, kctx.AuthInfo = "demo", "proxied"
-	cfg.Contexts["proxied"] = kctx
-	cfg.CurrentContext = "proxied"
-	kubeconfig := filepath.Join(cp.Dir, "proxy.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+	}})
+	if err != nil {
 		return err
 	}
 	fmt.Println("# Exec proxy: kubectl talks to a local proxy that holds the client certificate")

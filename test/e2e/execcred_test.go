@@ -46,28 +46,18 @@ func buildBinary(t *testing.T, dir, pkg, name string) string {
 // plugin as ./bin/testplugin, relative to the kubeconfig's directory.
 func execKubeconfig(t *testing.T, cp *framework.ControlPlane, dir string, envs map[string][]clientcmdapi.ExecEnvVar) string {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cluster := clientcmdapi.NewCluster()
-	cluster.Server = cp.Servers[0].URL
-	cluster.CertificateAuthorityData = cp.PKI.ClusterCA.CertPEM
-	cfg.Clusters["e2e"] = cluster
+	users := map[string]*clientcmdapi.ExecConfig{}
 	for name, env := range envs {
-		auth := clientcmdapi.NewAuthInfo()
-		auth.Exec = &clientcmdapi.ExecConfig{
+		users[name] = &clientcmdapi.ExecConfig{
 			APIVersion:      execcred.V1,
 			Command:         "./bin/testplugin",
 			Env:             env,
 			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 			InstallHint:     "build it with go build ./test/e2e/testplugin",
 		}
-		cfg.AuthInfos[name] = auth
-		ctx := clientcmdapi.NewContext()
-		ctx.Cluster, ctx.AuthInfo = "e2e", name
-		cfg.Contexts[name] = ctx
-		cfg.CurrentContext = name
 	}
 	path := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := cp.WriteExecKubeconfig(path, users); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
@@ -18,27 +17,18 @@ import (
 // proxyKubeconfig writes a kubeconfig whose users run `kplug proxy-plugin` with args.
 func proxyKubeconfig(t *testing.T, cp *framework.ControlPlane, kplug, dir string, users map[string][]string) string {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cluster := clientcmdapi.NewCluster()
-	cluster.Server = cp.Servers[0].URL
-	cluster.CertificateAuthorityData = cp.PKI.ClusterCA.CertPEM
-	cfg.Clusters["e2e"] = cluster
+	execs := map[string]*clientcmdapi.ExecConfig{}
 	for name, args := range users {
-		auth := clientcmdapi.NewAuthInfo()
-		auth.Exec = &clientcmdapi.ExecConfig{
+		execs[name] = &clientcmdapi.ExecConfig{
 			APIVersion:         execcred.V1,
 			Command:            kplug,
 			Args:               append([]string{"proxy-plugin"}, args...),
 			ProvideClusterInfo: true,
 			InteractiveMode:    clientcmdapi.NeverExecInteractiveMode,
 		}
-		cfg.AuthInfos[name] = auth
-		ctx := clientcmdapi.NewContext()
-		ctx.Cluster, ctx.AuthInfo = "e2e", name
-		cfg.Contexts[name] = ctx
 	}
 	path := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := cp.WriteExecKubeconfig(path, execs); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -97,4 +99,27 @@ func randomToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// WriteExecKubeconfig writes a kubeconfig for the first apiserver in which each user runs
+// an exec plugin; each user gets a context of the same name, and the first name in sorted
+// order is the current context.
+func (cp *ControlPlane) WriteExecKubeconfig(path string, users map[string]*clientcmdapi.ExecConfig) error {
+	cfg := clientcmdapi.NewConfig()
+	cluster := clientcmdapi.NewCluster()
+	cluster.Server = cp.Servers[0].URL
+	cluster.CertificateAuthorityData = cp.PKI.ClusterCA.CertPEM
+	cfg.Clusters[cp.Servers[0].Name] = cluster
+	for _, name := range slices.Sorted(maps.Keys(users)) {
+		auth := clientcmdapi.NewAuthInfo()
+		auth.Exec = users[name]
+		cfg.AuthInfos[name] = auth
+		ctx := clientcmdapi.NewContext()
+		ctx.Cluster, ctx.AuthInfo = cp.Servers[0].Name, name
+		cfg.Contexts[name] = ctx
+		if cfg.CurrentContext == "" {
+			cfg.CurrentContext = name
+		}
+	}
+	return clientcmd.WriteToFile(*cfg, path)
 }
