@@ -1,0 +1,195 @@
+//go:build unix
+
+package execproxy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	spdytransport "k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
+
+	"github.com/kplug/kplug/execproxy"
+)
+
+const execOutput = "hello from the container\n"
+
+// execUpstream serves pods/exec with the real Kubernetes streaming libraries, over
+// WebSocket (v5.channel.k8s.io, kubectl's default) and over SPDY (v4.channel.k8s.io, the
+// fallback), as the kubelet does behind the API server.
+func execUpstream(t *testing.T) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/v1/namespaces/default/pods/web/exec", func(w http.ResponseWriter, r *http.Request) {
+		const success = `{"metadata":{},"status":"Success"}`
+		if wsstream.IsWebSocketRequest(r) {
+			channels := []wsstream.ChannelType{wsstream.ReadChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.WriteChannel, wsstream.ReadChannel}
+			conn := wsstream.NewConn(map[string]wsstream.ChannelProtocolConfig{
+				"v5.channel.k8s.io": {Binary: true, Channels: channels},
+				"v4.channel.k8s.io": {Binary: true, Channels: channels},
+			})
+			_, streams, err := conn.Open(w, r)
+			if err != nil {
+				t.Errorf("websocket: %v", err)
+				return
+			}
+			defer conn.Close()
+			_, _ = streams[1].Write([]byte(execOutput))
+			_, _ = streams[3].Write([]byte(success))
+			return
+		}
+		if _, err := httpstream.Handshake(r, w, []string{"v4.channel.k8s.io"}); err != nil {
+			t.Errorf("spdy handshake: %v", err)
+			return
+		}
+		type stream struct {
+			s     httpstream.Stream
+			reply <-chan struct{}
+		}
+		streams := make(chan stream, 4)
+		conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, reply <-chan struct{}) error {
+			streams <- stream{s, reply}
+			return nil
+		})
+		if conn == nil {
+			t.Error("spdy upgrade failed")
+			return
+		}
+		defer conn.Close()
+		byType := map[string]httpstream.Stream{}
+		for len(byType) < 2 { // the client opens the error and stdout streams
+			select {
+			case s := <-streams:
+				<-s.reply
+				byType[s.s.Headers().Get("streamType")] = s.s
+			case <-time.After(10 * time.Second):
+				t.Error("spdy: the client opened no streams")
+				return
+			}
+		}
+		_, _ = byType["stdout"].Write([]byte(execOutput))
+		_ = byType["stdout"].Close()
+		_, _ = byType["error"].Write([]byte(success))
+		_ = byType["error"].Close()
+	})
+	mux.HandleFunc("/api/v1/namespaces/default/pods/web/portforward", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := httpstream.Handshake(r, w, []string{"portforward.k8s.io"}); err != nil {
+			t.Errorf("port-forward handshake: %v", err)
+			return
+		}
+		conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, reply <-chan struct{}) error {
+			if s.Headers().Get("streamType") == "data" {
+				go func() { // the "container" echoes what it gets
+					<-reply
+					_, _ = io.Copy(s, s)
+					_ = s.Close()
+				}()
+			}
+			return nil
+		})
+		if conn != nil {
+			<-conn.CloseChan()
+		}
+	})
+	return mux
+}
+
+func TestExecThroughTheProxy(t *testing.T) {
+	up := upstream(t)
+	up.Config.Handler = execUpstream(t)
+	r := serve(t, up, nil)
+	cred := r.credential(t)
+	b, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg, err := execproxy.ConfigFor(&rest.Config{Host: up.URL}, cred, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/exec?command=hostname&stdout=true")
+	for name, newExecutor := range map[string]func() (remotecommand.Executor, error){
+		"websocket": func() (remotecommand.Executor, error) { return remotecommand.NewWebSocketExecutor(cfg, "GET", u.String()) },
+		"spdy":      func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(cfg, "POST", u) },
+	} {
+		ex, err := newExecutor()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stdout bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout})
+		cancel()
+		if err != nil || stdout.String() != execOutput {
+			t.Errorf("%s exec through the proxy: %q, %v", name, stdout.String(), err)
+		}
+	}
+}
+
+func TestPortForwardThroughTheProxy(t *testing.T) {
+	up := upstream(t)
+	up.Config.Handler = execUpstream(t)
+	r := serve(t, up, nil)
+	cred := r.credential(t)
+	b, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg, err := execproxy.ConfigFor(&rest.Config{Host: up.URL}, cred, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, upgrader, err := spdytransport.RoundTripperFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/portforward")
+	dialer := spdytransport.NewDialer(upgrader, &http.Client{Transport: rt}, "POST", u)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:80"}, stop, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("port-forward: %v", err)
+	}
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) != 1 {
+		t.Fatalf("ports %v, %v", ports, err)
+	}
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || got != "ping\n" {
+		t.Errorf("through the forwarded port: %q, %v", got, err)
+	}
+}
