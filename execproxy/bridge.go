@@ -108,18 +108,20 @@ func (b *Bridge) tunnel(client net.Conn) {
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
+	// The tunnel carries a TLS session, which has no half-close: when either side is done,
+	// close both, so that the proxy and the client see the end at once.
 	done := make(chan struct{}, 2)
 	go func() {
 		_, _ = io.Copy(upstream, br) // br holds anything the client sent after CONNECT
-		closeWrite(upstream)
 		done <- struct{}{}
 	}()
 	go func() {
 		_, _ = io.Copy(client, upstream)
-		closeWrite(client)
 		done <- struct{}{}
 	}()
 	<-done
+	_ = client.Close()
+	_ = upstream.Close()
 	<-done
 }
 
@@ -154,12 +156,4 @@ func (b *Bridge) dial(ctx context.Context) (net.Conn, error) {
 // proxyGone reports whether a dial error means nothing listens on the socket any more.
 func proxyGone(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || strings.Contains(err.Error(), "no such file")
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		return
-	}
-	_ = c.Close()
 }

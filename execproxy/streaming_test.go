@@ -90,13 +90,15 @@ func execUpstream(t *testing.T) *http.ServeMux {
 			return
 		}
 		conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, reply <-chan struct{}) error {
-			if s.Headers().Get("streamType") == "data" {
-				go func() { // the "container" echoes what it gets
-					<-reply
-					_, _ = io.Copy(s, s)
-					_ = s.Close()
-				}()
-			}
+			go func() {
+				<-reply
+				if s.Headers().Get("streamType") == "data" {
+					_, _ = io.Copy(s, s) // the "container" echoes what it gets
+				}
+				// An error stream closed without data tells the client all went well; left
+				// open, the client waits for it when the connection ends.
+				_ = s.Close()
+			}()
 			return nil
 		})
 		if conn != nil {
@@ -122,8 +124,10 @@ func TestExecThroughTheProxy(t *testing.T) {
 	}
 	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/exec?command=hostname&stdout=true")
 	for name, newExecutor := range map[string]func() (remotecommand.Executor, error){
-		"websocket": func() (remotecommand.Executor, error) { return remotecommand.NewWebSocketExecutor(cfg, "GET", u.String()) },
-		"spdy":      func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(cfg, "POST", u) },
+		"websocket": func() (remotecommand.Executor, error) {
+			return remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+		},
+		"spdy": func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(cfg, "POST", u) },
 	} {
 		ex, err := newExecutor()
 		if err != nil {

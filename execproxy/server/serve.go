@@ -80,12 +80,20 @@ func Serve(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	idle := newIdleTracker(o.IdleTimeout, func() { cancel(errIdle) })
+	streams := &upgradedConns{conns: map[net.Conn]struct{}{}}
+	var handlers sync.WaitGroup
 	srv := &http.Server{
-		Handler:           handler,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handlers.Add(1)
+			defer handlers.Done()
+			handler.ServeHTTP(w, r)
+		}),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 30 * time.Second, // no Read/WriteTimeout: they would cut watches and exec sessions
-		ConnState:         idle.connState,
-		ErrorLog:          nil,
+		ConnState: func(c net.Conn, state http.ConnState) {
+			idle.connState(c, state)
+			streams.connState(c, state)
+		},
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { waitForClientExit(ctx, o.LockFilePath, cancel) })
@@ -109,7 +117,9 @@ func Serve(ctx context.Context, o Options) error {
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = srv.Shutdown(shutdownCtx)
 	done()
-	_ = srv.Close() // hijacked upgrade connections are not closed by Shutdown
+	_ = srv.Close()
+	streams.closeAll() // neither Shutdown nor Close touches upgraded (hijacked) connections
+	handlers.Wait()
 	wg.Wait()
 	if errors.Is(err2, http.ErrServerClosed) {
 		err2 = nil
@@ -231,5 +241,31 @@ func (t *idleTracker) connState(_ net.Conn, state http.ConnState) {
 func (t *idleTracker) stop() {
 	if t.timer != nil {
 		t.timer.Stop()
+	}
+}
+
+// upgradedConns remembers the connections handed over to upgrade streams (exec,
+// port-forward), which http.Server forgets, so that Serve can end them when it stops.
+type upgradedConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (u *upgradedConns) connState(c net.Conn, state http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch state {
+	case http.StateHijacked:
+		u.conns[c] = struct{}{}
+	case http.StateClosed:
+		delete(u.conns, c)
+	}
+}
+
+func (u *upgradedConns) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.conns {
+		_ = c.Close()
 	}
 }
