@@ -172,7 +172,9 @@ func TestPortForwardThroughTheProxy(t *testing.T) {
 	go func() { done <- fw.ForwardPorts() }()
 	defer func() {
 		close(stop)
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("port-forward ended with %v", err)
+		}
 	}()
 	select {
 	case <-ready:
