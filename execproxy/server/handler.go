@@ -1,13 +1,18 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -42,7 +47,10 @@ func newHandler(o Options) (http.Handler, error) {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		rp.ServeHTTP(rec, r)
+		// For an upgrade, the backend's end of the stream is recorded in pair, so that it can
+		// be closed when the client's end closes: TLS has no half-close to pass on.
+		pair := &upgradePair{}
+		rp.ServeHTTP(&upgradeWatcher{statusRecorder: rec, pair: pair}, r.WithContext(context.WithValue(r.Context(), pairKey{}, pair)))
 		m.observe(r.Method, rec.code, time.Since(start))
 	}), nil
 }
@@ -84,10 +92,72 @@ func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("modifying the request: %w", err)
 		}
 	}
-	if isUpgrade(req) {
-		return u.upgrades.RoundTrip(req)
+	if !isUpgrade(req) {
+		return u.streams.RoundTrip(req)
 	}
-	return u.streams.RoundTrip(req)
+	resp, err := u.upgrades.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		if pair, ok := req.Context().Value(pairKey{}).(*upgradePair); ok {
+			if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+				pair.setBackend(rwc)
+			}
+		}
+	}
+	return resp, err
+}
+
+// pairKey finds a request's upgradePair in its context.
+type pairKey struct{}
+
+// upgradePair links the two ends of an upgraded stream.
+type upgradePair struct {
+	mu      sync.Mutex
+	backend io.Closer
+}
+
+func (p *upgradePair) setBackend(c io.Closer) {
+	p.mu.Lock()
+	p.backend = c
+	p.mu.Unlock()
+}
+
+func (p *upgradePair) closeBackend() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.backend != nil {
+		_ = p.backend.Close()
+	}
+}
+
+// upgradeWatcher hands out, on Hijack, a client connection that closes the backend's
+// end of the stream once the client's end is done.
+type upgradeWatcher struct {
+	*statusRecorder
+	pair *upgradePair
+}
+
+func (u *upgradeWatcher) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(u.statusRecorder).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &clientEnd{Conn: conn, pair: u.pair}, rw, nil
+}
+
+// Unwrap lets http.ResponseController reach Flush.
+func (u *upgradeWatcher) Unwrap() http.ResponseWriter { return u.statusRecorder }
+
+type clientEnd struct {
+	net.Conn
+	pair *upgradePair
+}
+
+func (c *clientEnd) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.pair.closeBackend()
+	}
+	return n, err
 }
 
 type statusRecorder struct {
