@@ -191,8 +191,9 @@ func (r *running) credential(t *testing.T) *execcred.Credential {
 	return cred
 }
 
-// client returns an HTTP client that reaches up through the proxy and a bridge.
-func client(t *testing.T, r *running, upURL string) (*http.Client, *execproxy.Bridge) {
+// proxied returns a client configuration that reaches upURL through the running proxy,
+// with a bridge for upgrades.
+func proxied(t *testing.T, r *running, upURL string) (*rest.Config, *execproxy.Bridge) {
 	t.Helper()
 	cred := r.credential(t)
 	b, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
@@ -204,6 +205,13 @@ func client(t *testing.T, r *running, upURL string) (*http.Client, *execproxy.Br
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, b
+}
+
+// client returns an HTTP client that reaches up through the proxy.
+func client(t *testing.T, r *running, upURL string) (*http.Client, *execproxy.Bridge) {
+	t.Helper()
+	cfg, b := proxied(t, r, upURL)
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -14,15 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	spdytransport "k8s.io/client-go/transport/spdy"
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
-
-	"github.com/kplug/kplug/execproxy"
 )
 
 const execOutput = "hello from the container\n"
@@ -111,17 +108,7 @@ func execUpstream(t *testing.T) *http.ServeMux {
 func TestExecThroughTheProxy(t *testing.T) {
 	up := upstream(t)
 	up.Config.Handler = execUpstream(t)
-	r := serve(t, up, nil)
-	cred := r.credential(t)
-	b, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cfg, err := execproxy.ConfigFor(&rest.Config{Host: up.URL}, cred, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := proxied(t, serve(t, up, nil), up.URL)
 	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/exec?command=hostname&stdout=true")
 	for name, newExecutor := range map[string]func() (remotecommand.Executor, error){
 		"websocket": func() (remotecommand.Executor, error) {
@@ -146,17 +133,7 @@ func TestExecThroughTheProxy(t *testing.T) {
 func TestPortForwardThroughTheProxy(t *testing.T) {
 	up := upstream(t)
 	up.Config.Handler = execUpstream(t)
-	r := serve(t, up, nil)
-	cred := r.credential(t)
-	b, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cfg, err := execproxy.ConfigFor(&rest.Config{Host: up.URL}, cred, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := proxied(t, serve(t, up, nil), up.URL)
 	rt, upgrader, err := spdytransport.RoundTripperFor(cfg)
 	if err != nil {
 		t.Fatal(err)
