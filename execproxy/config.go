@@ -39,25 +39,13 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 	}
 	c.Dial = b.DialContext
 	c.Proxy = func(req *http.Request) (*url.URL, error) {
-		if isUpgrade(req) {
+		// client-go's SPDY and WebSocket dialers set the upgrade headers before they ask.
+		if server.IsUpgrade(req) {
 			return bridgeURL, nil
 		}
 		return nil, nil
 	}
 	return c, nil
-}
-
-// isUpgrade reports whether req asks to switch protocols; client-go's SPDY and WebSocket
-// dialers set these headers before they ask for a proxy.
-func isUpgrade(req *http.Request) bool {
-	for _, v := range req.Header.Values("Connection") {
-		for _, token := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Kubeconfig returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the

@@ -92,7 +92,7 @@ func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("modifying the request: %w", err)
 		}
 	}
-	if !isUpgrade(req) {
+	if !IsUpgrade(req) {
 		return u.streams.RoundTrip(req)
 	}
 	resp, err := u.upgrades.RoundTrip(req)
@@ -181,8 +181,9 @@ func writeStatus(w http.ResponseWriter, code int, msg string) {
 	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%s,"code":%d}`+"\n", b, code)
 }
 
-// isUpgrade reports whether req asks to switch protocols (SPDY, WebSocket).
-func isUpgrade(req *http.Request) bool {
+// IsUpgrade reports whether req asks to switch protocols (SPDY, WebSocket): its Connection
+// header has the token "upgrade". Such requests go upstream over HTTP/1.1.
+func IsUpgrade(req *http.Request) bool {
 	for _, v := range req.Header.Values("Connection") {
 		for _, token := range strings.Split(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {

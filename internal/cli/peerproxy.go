@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -114,9 +113,7 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 			_ = ln.Close()
 			return fmt.Errorf("peerproxy: listening for metrics on %s: %w", o.metricsAddr, err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, metricsServer(reg))
 		listeners = append(listeners, mln)
 		g.log.Info("serving metrics", "address", mln.Addr().String())
 	}

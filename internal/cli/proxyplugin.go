@@ -227,10 +227,15 @@ func launch(ctx context.Context, out io.Writer, lockFile string) error {
 	return err
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry) (func(), error) {
+// metricsServer serves reg at /metrics, for the commands with --metrics-addr.
+func metricsServer(reg *prometheus.Registry) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry) (func(), error) {
+	srv := metricsServer(reg)
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
