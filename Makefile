@@ -41,7 +41,7 @@ lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	for os in linux darwin windows; do echo "go vet ($$os)"; GOOS=$$os $(GO) vet ./...; done
-	$(BIN)/golangci-lint run ./...
+	$(BIN)/golangci-lint run --allow-parallel-runners ./...
 
 .PHONY: bench
 bench: ## Benchmarks: kplug beside the upstream code it replaces (see docs/benchmarks.md)
