@@ -89,6 +89,7 @@ func Serve(ctx context.Context, o Options) error {
 			handler.ServeHTTP(w, r)
 		}),
 		TLSConfig:         tlsConfig,
+		Protocols:         hopProtocols(),
 		ReadHeaderTimeout: 30 * time.Second, // no Read/WriteTimeout: they would cut watches and exec sessions
 		ConnState: func(c net.Conn, state http.ConnState) {
 			idle.connState(c, state)
@@ -132,6 +133,15 @@ func Serve(ctx context.Context, o Options) error {
 		return nil
 	}
 	return cause
+}
+
+// hopProtocols is HTTP/1.1 only for the hop from the client. Over a local socket a
+// connection per concurrent request costs little, and HTTP/2's framing and per-stream
+// goroutines cost about 40 µs a request (docs/benchmarks.md).
+func hopProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	return p
 }
 
 var (

@@ -93,7 +93,7 @@ func kubectlProxyPath(b *testing.B, u *watchUpstream) path {
 	}
 	go func() { _ = srv.ServeOnListener(ln) }()
 	b.Cleanup(func() { _ = ln.Close() })
-	return path{"kubectl-proxy", "http://" + ln.Addr().String(), &http.Client{Transport: &http.Transport{}}}
+	return path{"kubectl-proxy", "http://" + ln.Addr().String(), &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
 }
 
 func kplugProxyPath(b *testing.B, u *watchUpstream) path {
@@ -146,29 +146,52 @@ func kplugProxyPath(b *testing.B, u *watchUpstream) path {
 	return path{"kplug-exec-proxy", u.URL, client}
 }
 
+// get sends one small GET through p and reads the whole answer.
+func (p path) get(b *testing.B) {
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, p.base+"/api/v1/pods", nil)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
 // BenchmarkExecProxyRequest is one small GET per iteration, over kept-alive connections.
 func BenchmarkExecProxyRequest(b *testing.B) {
 	u := newWatchUpstream(b)
 	for _, p := range paths(b, u) {
 		b.Run(p.name, func(b *testing.B) {
-			get := func() {
-				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, p.base+"/api/v1/pods", nil)
-				resp, err := p.client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Fatalf("status %d", resp.StatusCode)
-				}
-			}
-			get()
+			p.get(b)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				get()
+				p.get(b)
 			}
+		})
+	}
+}
+
+// BenchmarkExecProxyThroughput sends small GETs from 16 concurrent callers and reports
+// requests per second.
+func BenchmarkExecProxyThroughput(b *testing.B) {
+	u := newWatchUpstream(b)
+	for _, p := range paths(b, u) {
+		b.Run(p.name, func(b *testing.B) {
+			p.get(b)
+			b.ReportAllocs()
+			b.SetParallelism(8) // 8 per core
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					p.get(b)
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 		})
 	}
 }
