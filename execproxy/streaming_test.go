@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	gwebsocket "github.com/gorilla/websocket"
+	"github.com/kplug/kplug/execproxy/server"
+	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	spdytransport "k8s.io/client-go/transport/spdy"
@@ -82,11 +85,7 @@ func execUpstream(t *testing.T) *http.ServeMux {
 		_ = byType["error"].Close()
 	})
 	mux.HandleFunc("/api/v1/namespaces/default/pods/web/portforward", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := httpstream.Handshake(r, w, []string{"portforward.k8s.io"}); err != nil {
-			t.Errorf("port-forward handshake: %v", err)
-			return
-		}
-		conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, reply <-chan struct{}) error {
+		echo := func(s httpstream.Stream, reply <-chan struct{}) error {
 			go func() {
 				<-reply
 				if s.Headers().Get("streamType") == "data" {
@@ -97,8 +96,29 @@ func execUpstream(t *testing.T) *http.ServeMux {
 				_ = s.Close()
 			}()
 			return nil
-		})
-		if conn != nil {
+		}
+		if wsstream.IsWebSocketRequest(r) {
+			// kubectl's default since 1.31: SPDY carried in WebSocket binary messages, which
+			// the API server unwraps before the kubelet.
+			up := gwebsocket.Upgrader{Subprotocols: []string{"SPDY/3.1+portforward.k8s.io"}}
+			ws, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				t.Errorf("port-forward websocket: %v", err)
+				return
+			}
+			conn, err := spdy.NewServerConnection(portforward.NewTunnelingConnection("server", ws), echo)
+			if err != nil {
+				t.Errorf("spdy over websocket: %v", err)
+				return
+			}
+			<-conn.CloseChan()
+			return
+		}
+		if _, err := httpstream.Handshake(r, w, []string{"portforward.k8s.io"}); err != nil {
+			t.Errorf("port-forward handshake: %v", err)
+			return
+		}
+		if conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, echo); conn != nil {
 			<-conn.CloseChan()
 		}
 	})
@@ -134,25 +154,47 @@ func TestPortForwardThroughTheProxy(t *testing.T) {
 	up := upstream(t)
 	up.Config.Handler = execUpstream(t)
 	cfg, _ := proxied(t, serve(t, up, nil), up.URL)
+	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/portforward")
 	rt, upgrader, err := spdytransport.RoundTripperFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/portforward")
-	dialer := spdytransport.NewDialer(upgrader, &http.Client{Transport: rt}, "POST", u)
-	stop, ready := make(chan struct{}), make(chan struct{})
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:80"}, stop, ready, io.Discard, io.Discard)
+	ws, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, dialer := range map[string]apihttpstream.Dialer{
+		"spdy":      spdytransport.NewDialer(upgrader, &http.Client{Transport: rt}, "POST", u),
+		"websocket": ws,
+	} {
+		t.Run(name, func(t *testing.T) { echoThroughForwardedPort(t, dialer) })
+	}
+}
+
+// echoThroughForwardedPort forwards a local port to the pod's port 80 and checks that the
+// echoing "container" answers through it.
+func echoThroughForwardedPort(t *testing.T, dialer apihttpstream.Dialer) {
+	port, stop := forwardPort(t, dialer)
+	defer stop()
+	pingPong(t, port)
+}
+
+// forwardPort forwards a local port to the pod's port 80 until stop is called.
+func forwardPort(t *testing.T, dialer apihttpstream.Dialer) (port uint16, stop func()) {
+	t.Helper()
+	stopCh, ready := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:80"}, stopCh, ready, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- fw.ForwardPorts() }()
-	defer func() {
-		close(stop)
+	stop = func() {
+		close(stopCh)
 		if err := <-done; err != nil {
 			t.Errorf("port-forward ended with %v", err)
 		}
-	}()
+	}
 	select {
 	case <-ready:
 	case err := <-done:
@@ -160,9 +202,16 @@ func TestPortForwardThroughTheProxy(t *testing.T) {
 	}
 	ports, err := fw.GetPorts()
 	if err != nil || len(ports) != 1 {
+		stop()
 		t.Fatalf("ports %v, %v", ports, err)
 	}
-	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+	return ports[0].Local, stop
+}
+
+// pingPong sends a line through the forwarded port and expects it back.
+func pingPong(t *testing.T, port uint16) {
+	t.Helper()
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +223,36 @@ func TestPortForwardThroughTheProxy(t *testing.T) {
 	got, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil || got != "ping\n" {
 		t.Errorf("through the forwarded port: %q, %v", got, err)
+	}
+}
+
+// An open port-forward (an upgraded stream, which http.Server no longer counts) keeps
+// the proxy from its idle exit; once it ends, the idle timeout runs again.
+func TestIdleTimeoutWaitsForOpenStreams(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	up := upstream(t)
+	up.Config.Handler = execUpstream(t)
+	r := serve(t, up, func(o *server.Options) { o.IdleTimeout = idle })
+	cfg, _ := proxied(t, r, up.URL)
+	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/portforward")
+	rt, upgrader, err := spdytransport.RoundTripperFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, stop := forwardPort(t, spdytransport.NewDialer(upgrader, &http.Client{Transport: rt}, "POST", u))
+	select {
+	case err := <-r.done:
+		r.done <- err
+		stop()
+		t.Fatalf("the proxy exited (%v) with a port-forward open", err)
+	case <-time.After(3 * idle):
+	}
+	pingPong(t, port)
+	stop()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxy did not exit once the port-forward ended")
 	}
 }

@@ -18,8 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// newHandler forwards every request to the upstream API server.
-func newHandler(o Options) (http.Handler, error) {
+// newHandler forwards every request to the upstream API server. hijackedClosed is told
+// when the client connection of an upgraded stream closes.
+func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) {
 	target, err := url.Parse(o.Upstream.Host)
 	if err != nil || target.Host == "" {
 		return nil, fmt.Errorf("exec proxy: invalid API server URL %q", o.Upstream.Host)
@@ -50,7 +51,7 @@ func newHandler(o Options) (http.Handler, error) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		// For an upgrade, the backend's end of the stream is recorded in pair, so that it can
 		// be closed when the client's end closes: TLS has no half-close to pass on.
-		pair := &upgradePair{}
+		pair := &upgradePair{clientClosed: hijackedClosed}
 		rp.ServeHTTP(&upgradeWatcher{statusRecorder: rec, pair: pair}, r.WithContext(context.WithValue(r.Context(), pairKey{}, pair)))
 		m.observe(r.Method, rec.code, time.Since(start))
 	}), nil
@@ -121,8 +122,9 @@ type pairKey struct{}
 
 // upgradePair links the two ends of an upgraded stream.
 type upgradePair struct {
-	mu      sync.Mutex
-	backend io.Closer
+	mu           sync.Mutex
+	backend      io.Closer
+	clientClosed func(net.Conn)
 }
 
 func (p *upgradePair) setBackend(c io.Closer) {
@@ -159,7 +161,19 @@ func (u *upgradeWatcher) Unwrap() http.ResponseWriter { return u.statusRecorder 
 
 type clientEnd struct {
 	net.Conn
-	pair *upgradePair
+	pair   *upgradePair
+	closed sync.Once
+}
+
+// Close closes the client's end and reports it (ReverseProxy closes it when either
+// direction of the stream ends).
+func (c *clientEnd) Close() error {
+	c.closed.Do(func() {
+		if c.pair.clientClosed != nil {
+			c.pair.clientClosed(c.Conn)
+		}
+	})
+	return c.Conn.Close()
 }
 
 func (c *clientEnd) Read(b []byte) (int, error) {

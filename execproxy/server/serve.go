@@ -59,10 +59,6 @@ func Serve(ctx context.Context, o Options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	handler, err := newHandler(o)
-	if err != nil {
-		return err
-	}
 	id, err := loadOrCreateIdentity(o.IdentityFile)
 	if err != nil {
 		return err
@@ -79,8 +75,11 @@ func Serve(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	idle := newIdleTracker(o.IdleTimeout, func() { cancel(errIdle) })
-	streams := &upgradedConns{conns: map[net.Conn]struct{}{}}
+	conns := newConnTracker(o.IdleTimeout, func() { cancel(errIdle) })
+	handler, err := newHandler(o, conns.hijackedClosed)
+	if err != nil {
+		return err
+	}
 	var handlers sync.WaitGroup
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,10 +90,7 @@ func Serve(ctx context.Context, o Options) error {
 		TLSConfig:         tlsConfig,
 		Protocols:         hopProtocols(),
 		ReadHeaderTimeout: 30 * time.Second, // no Read/WriteTimeout: they would cut watches and exec sessions
-		ConnState: func(c net.Conn, state http.ConnState) {
-			idle.connState(c, state)
-			streams.connState(c, state)
-		},
+		ConnState:         conns.connState,
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { waitForClientExit(ctx, o.LockFilePath, cancel) })
@@ -114,12 +110,12 @@ func Serve(ctx context.Context, o Options) error {
 	case err2 = <-serveErr:
 		cancel(err2)
 	}
-	idle.stop()
+	conns.stopTimer()
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = srv.Shutdown(shutdownCtx)
 	done()
 	_ = srv.Close()
-	streams.closeAll() // neither Shutdown nor Close touches upgraded (hijacked) connections
+	conns.closeHijacked() // neither Shutdown nor Close touches upgraded (hijacked) connections
 	handlers.Wait()
 	wg.Wait()
 	if errors.Is(err2, http.ErrServerClosed) {
@@ -211,71 +207,5 @@ func removeStaleSockets(dir string) {
 			continue
 		}
 		_ = os.Remove(m)
-	}
-}
-
-// idleTracker fires after timeout with no open connection.
-type idleTracker struct {
-	mu      sync.Mutex
-	timeout time.Duration
-	active  int
-	timer   *time.Timer
-}
-
-func newIdleTracker(timeout time.Duration, fire func()) *idleTracker {
-	t := &idleTracker{timeout: timeout}
-	if timeout > 0 {
-		t.timer = time.AfterFunc(timeout, fire)
-	}
-	return t
-}
-
-func (t *idleTracker) connState(_ net.Conn, state http.ConnState) {
-	if t.timer == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch state {
-	case http.StateNew:
-		t.active++
-		t.timer.Stop()
-	case http.StateClosed, http.StateHijacked:
-		t.active--
-		if t.active == 0 {
-			t.timer.Reset(t.timeout)
-		}
-	}
-}
-
-func (t *idleTracker) stop() {
-	if t.timer != nil {
-		t.timer.Stop()
-	}
-}
-
-// upgradedConns remembers the connections handed over to upgrade streams (exec,
-// port-forward), which http.Server forgets, so that Serve can end them when it stops.
-type upgradedConns struct {
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-func (u *upgradedConns) connState(c net.Conn, state http.ConnState) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	switch state {
-	case http.StateHijacked:
-		u.conns[c] = struct{}{}
-	case http.StateClosed:
-		delete(u.conns, c)
-	}
-}
-
-func (u *upgradedConns) closeAll() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for c := range u.conns {
-		_ = c.Close()
 	}
 }
