@@ -37,31 +37,30 @@ func (o *kubeconfigOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// authenticator returns an Authenticator for the context's exec plugin, with everything
-// beyond client-go turned on, or nil when the context has no exec plugin or static
-// credentials take precedence.
-func (o *kubeconfigOptions) authenticator(g *globals, cfg *rest.Config, stdinUnavailable, lockFile string) (*execcred.Authenticator, error) {
+// execPlugin returns the context's exec plugin configuration and the authenticator
+// options, with everything beyond client-go turned on, or a nil plugin when the context
+// has no exec plugin or static credentials take precedence.
+func (o *kubeconfigOptions) execPlugin(g *globals, cfg *rest.Config, stdinUnavailable string) (*execcred.Config, execcred.Options, error) {
+	var opts execcred.Options
 	if cfg.ExecProvider == nil || execcred.HasStaticCredentials(cfg) {
-		return nil, nil
+		return nil, opts, nil
 	}
 	ec, err := execcred.FromRESTConfig(cfg)
+	if err == nil {
+		err = ec.Validate()
+	}
 	if err != nil {
-		return nil, invalidConfig(err)
+		return nil, opts, invalidConfig(err)
 	}
-	ec.LockFilePath = lockFile
-	host := execcred.Host{
-		Timeout:                 o.timeout,
-		Stdin:                   stdinFile(g),
-		StdinUnavailable:        stdinUnavailable != "",
-		StdinUnavailableMessage: stdinUnavailable,
-	}
-	a, err := execcred.New(*ec, execcred.Options{
-		Host:    host,
+	opts = execcred.Options{
+		Host: execcred.Host{
+			Timeout:                 o.timeout,
+			Stdin:                   stdinFile(g),
+			StdinUnavailable:        stdinUnavailable != "",
+			StdinUnavailableMessage: stdinUnavailable,
+		},
 		Backoff: execcred.Backoff{Initial: time.Second, Max: time.Minute},
 		Logger:  g.log,
-	})
-	if err != nil {
-		return nil, invalidConfig(err)
 	}
-	return a, nil
+	return ec, opts, nil
 }

@@ -52,7 +52,7 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer session.close()
-	if session.bridge == nil {
+	if session.proxy == nil || !session.proxy.Proxied() {
 		return invalidConfig(errors.New("the context's exec plugin answered with a credential, not an exec proxy; run the client directly"))
 	}
 	dir, err := os.MkdirTemp(execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")), "run-")
@@ -61,13 +61,13 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg.Host, session.cred, session.bridge), kubeconfig); err != nil {
+	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg.Host, session.proxy.Credential(), session.proxy.Bridge()), kubeconfig); err != nil {
 		return err
 	}
 	if err := os.Chmod(kubeconfig, 0o600); err != nil { //nolint:gosec // a file in the directory MkdirTemp just made
 		return err
 	}
-	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.bridge.URL)
+	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.proxy.Bridge().URL)
 
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the user's own command
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)

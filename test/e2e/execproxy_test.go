@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,9 +9,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -45,6 +52,7 @@ func TestExecProxy(t *testing.T) {
 	kubeconfig := proxyKubeconfig(t, cp, kplug, dir, map[string][]string{
 		"header": {"--header", "Authorization=Bearer " + cp.TokenUser.Token},
 		"cert":   {"--client-cert", cp.CertUser.Cert.CertFile, "--client-key", cp.CertUser.Cert.KeyFile},
+		"admin":  {"--client-cert", cp.Admin.Cert.CertFile, "--client-key", cp.Admin.Cert.KeyFile},
 	})
 	for _, tt := range []struct{ context, user string }{{"header", "bob"}, {"cert", "alice"}} {
 		out, errOut, err := run(t, kplug, "request", "--kubeconfig", kubeconfig, "--context", tt.context,
@@ -69,6 +77,20 @@ func TestExecProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl create, get and list through kplug run", func(t *testing.T) {
+		script := kubectl + " create configmap via-run --from-literal=k=v -o name && " +
+			kubectl + " get configmap via-run -o jsonpath={.data.k} && echo && " +
+			kubectl + " get configmaps -o name"
+		out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "admin", "--", "sh", "-c", script)
+		if err != nil || !strings.HasPrefix(out, "configmap/via-run\nv\n") || !strings.Contains(out[len("configmap/via-run\nv\n"):], "configmap/via-run") {
+			t.Errorf("kubectl create, get, list: %q, %v\n%s", out, err, errOut)
+		}
+	})
+
+	t.Run("client-go through execproxy.Connect", func(t *testing.T) {
+		clientGoThroughProxy(t, kubeconfig)
+	})
+
 	t.Run("a killed proxy is started again", func(t *testing.T) {
 		script := whoami + `; echo; pkill -9 -f "proxy-plugin --head[e]r"; sleep 0.5; ` + whoami
 		out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "header", "--", "sh", "-c", script)
@@ -78,7 +100,7 @@ func TestExecProxy(t *testing.T) {
 	})
 
 	t.Run("the proxy exits when its client is killed", func(t *testing.T) {
-		client := exec.Command(kplug, "run", "--kubeconfig", kubeconfig, "--context", "header", "--", "sleep", "60")
+		client := exec.Command(kplug, "run", "--kubeconfig", kubeconfig, "--context", "header", "--", "sleep", "61.25")
 		if err := client.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +116,7 @@ func TestExecProxy(t *testing.T) {
 		_ = client.Process.Kill() // SIGKILL: no cleanup runs in the client
 		_ = client.Wait()
 		waitNoSockets(t, filepath.Join(runtimeDir, "kplug"), 2*time.Second)
-		_ = exec.Command("pkill", "-f", "sleep 60").Run() // the client's child, orphaned by SIGKILL
+		_ = exec.Command("pkill", "-f", "sleep 61.25").Run() // the client's child, orphaned by SIGKILL
 	})
 }
 
@@ -112,4 +134,70 @@ func waitNoSockets(t *testing.T, dir string, within time.Duration) {
 	t.Errorf("proxies still running after %v: sockets %v\n%s", within, left, out)
 	_ = exec.Command("pkill", "-9", "-f", "/kplug proxy-plugin").Run()
 	_ = os.RemoveAll(dir)
+}
+
+// clientGoThroughProxy uses a client-go clientset through execproxy.Connect, as the admin
+// (client certificate in the proxy): create, get, list, and a watch whose event must come
+// through.
+func clientGoThroughProxy(t *testing.T, kubeconfig string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: "admin"}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := execcred.FromRESTConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := execproxy.Connect(ctx, cfg, *plugin, execcred.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	if !session.Proxied() {
+		t.Fatal("the plugin answered without a proxy")
+	}
+	proxied, err := session.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(proxied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := cs.CoreV1().ConfigMaps("default")
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer w.Stop()
+	sent := time.Now()
+	created, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "via-client-go"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	got, err := cms.Get(ctx, "via-client-go", metav1.GetOptions{})
+	if err != nil || got.UID != created.UID {
+		t.Fatalf("get: %v, %v", got, err)
+	}
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended before the ADDED event")
+			}
+			if cm, isCM := ev.Object.(*corev1.ConfigMap); isCM && ev.Type == watch.Added && cm.Name == "via-client-go" {
+				t.Logf("watch event for the created configmap arrived %v after the create was sent", time.Since(sent))
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no watch event for the created configmap")
+		}
+	}
 }
