@@ -34,7 +34,8 @@ type Options struct {
 	// IdentityFile, if set, keeps the proxy's CA and certificates (0600), so that a proxy
 	// restarted for the same client keeps what the client trusts.
 	IdentityFile string
-	// IdleTimeout, if positive, ends Serve after that long without a connection.
+	// IdleTimeout, if positive, ends Serve after that long without an open connection;
+	// upgraded streams (exec, attach, port-forward) count as open until they end.
 	IdleTimeout time.Duration
 	// ModifyRequest, if set, may change each outgoing request (add headers, sign it).
 	ModifyRequest func(*http.Request) error
