@@ -10,13 +10,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	gwebsocket "github.com/gorilla/websocket"
 	"github.com/kplug/kplug/execproxy/server"
 	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	spdytransport "k8s.io/client-go/transport/spdy"
@@ -254,5 +257,79 @@ func TestIdleTimeoutWaitsForOpenStreams(t *testing.T) {
 		r.done <- err // for the cleanup
 	case <-time.After(5 * time.Second):
 		t.Fatal("the proxy did not exit once the port-forward ended")
+	}
+}
+
+// connectProxy is an HTTP CONNECT proxy, as a cluster's proxy-url names, that counts the
+// tunnels it opens.
+type connectProxy struct {
+	*httptest.Server
+	tunnels atomic.Int32
+}
+
+func newConnectProxy(t *testing.T) *connectProxy {
+	p := &connectProxy{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+			return
+		}
+		backend, err := (&net.Dialer{}).DialContext(r.Context(), "tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		p.tunnels.Add(1)
+		w.WriteHeader(http.StatusOK)
+		client, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			_ = backend.Close()
+			return
+		}
+		go func() {
+			_, _ = io.Copy(backend, rw)
+			_ = backend.Close()
+		}()
+		_, _ = io.Copy(client, backend)
+		_ = client.Close()
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// The proxy reaches the API server through the cluster's proxy-url (rest.Config.Proxy, as
+// plugin.Info.RESTConfig sets it), for REST calls and for upgrades.
+func TestUpstreamThroughTheClusterProxy(t *testing.T) {
+	up := upstream(t)
+	up.Config.Handler = execUpstream(t)
+	cp := newConnectProxy(t)
+	cpURL, _ := url.Parse(cp.URL)
+	r := serve(t, up, func(o *server.Options) { o.Upstream.Proxy = http.ProxyURL(cpURL) })
+	cfg, _ := proxied(t, r, up.URL)
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(up.URL + "/api/v1/namespaces") // any answer: the test upstream serves only exec and port-forward
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if n := cp.tunnels.Load(); n != 1 {
+		t.Fatalf("after a REST call the cluster proxy opened %d tunnels, want 1", n)
+	}
+	u, _ := url.Parse(up.URL + "/api/v1/namespaces/default/pods/web/exec?command=hostname&stdout=true")
+	ex, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout}); err != nil || stdout.String() != execOutput {
+		t.Errorf("exec through both proxies: %q, %v", stdout.String(), err)
+	}
+	if n := cp.tunnels.Load(); n != 2 {
+		t.Errorf("after an exec the cluster proxy had opened %d tunnels, want 2 (the upgrade has its own connection)", n)
 	}
 }
