@@ -18,7 +18,6 @@ import (
 
 	gwebsocket "github.com/gorilla/websocket"
 	"github.com/kplug/kplug/execproxy/server"
-	apihttpstream "k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
@@ -162,12 +161,12 @@ func TestPortForwardThroughTheProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+	ws, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, dialer := range map[string]apihttpstream.Dialer{
-		"spdy":      spdytransport.NewDialer(upgrader, &http.Client{Transport: rt}, "POST", u),
+	for name, dialer := range map[string]httpstream.Dialer{
+		"spdy":      spdytransport.NewDialerForStreaming(upgrader, &http.Client{Transport: rt}, "POST", u),
 		"websocket": ws,
 	} {
 		t.Run(name, func(t *testing.T) { echoThroughForwardedPort(t, dialer) })
@@ -176,17 +175,17 @@ func TestPortForwardThroughTheProxy(t *testing.T) {
 
 // echoThroughForwardedPort forwards a local port to the pod's port 80 and checks that the
 // echoing "container" answers through it.
-func echoThroughForwardedPort(t *testing.T, dialer apihttpstream.Dialer) {
+func echoThroughForwardedPort(t *testing.T, dialer httpstream.Dialer) {
 	port, stop := forwardPort(t, dialer)
 	defer stop()
 	pingPong(t, port)
 }
 
 // forwardPort forwards a local port to the pod's port 80 until stop is called.
-func forwardPort(t *testing.T, dialer apihttpstream.Dialer) (port uint16, stop func()) {
+func forwardPort(t *testing.T, dialer httpstream.Dialer) (port uint16, stop func()) {
 	t.Helper()
 	stopCh, ready := make(chan struct{}), make(chan struct{})
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:80"}, stopCh, ready, io.Discard, io.Discard)
+	fw, err := portforward.NewOnAddressesForStreaming(dialer, []string{"127.0.0.1"}, []string{"0:80"}, stopCh, ready, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +241,7 @@ func TestIdleTimeoutWaitsForOpenStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, stop := forwardPort(t, spdytransport.NewDialer(upgrader, &http.Client{Transport: rt}, "POST", u))
+	port, stop := forwardPort(t, spdytransport.NewDialerForStreaming(upgrader, &http.Client{Transport: rt}, "POST", u))
 	select {
 	case err := <-r.done:
 		r.done <- err
