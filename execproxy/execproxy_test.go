@@ -248,8 +248,16 @@ func TestForwardsAndModifiesRequests(t *testing.T) {
 	if got, want := get(t, c, up.URL+"/api/v1/pods"), `GET /api/v1/pods auth="" injected="by-plugin" proto=HTTP/2.0`; got != want {
 		t.Errorf("upstream saw %q, want %q", got, want)
 	}
-	if n, err := testutil.GatherAndCount(reg, "kplug_exec_proxy_requests_total"); err != nil || n != 1 {
-		t.Errorf("kplug_exec_proxy_requests_total series = %d, %v", n, err)
+	// The proxy records a request once its handler returns, which may be just after the
+	// client has read the whole answer.
+	var n int
+	for deadline := time.Now().Add(5 * time.Second); n == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n, err = testutil.GatherAndCount(reg, "kplug_exec_proxy_requests_total"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 {
+		t.Errorf("kplug_exec_proxy_requests_total series = %d", n)
 	}
 }
 
