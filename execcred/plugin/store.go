@@ -19,7 +19,8 @@ import (
 
 // Store keeps JSON documents in files, one per key, for caches shared by processes: 0600
 // files in a 0700 directory, written atomically (a reader sees the old document or the new
-// one, never a part), with a file lock per key for read-modify-write. A file is named after a
+// one, never a part) but not synced to disk, with a file lock per key for
+// read-modify-write. A file is named after a
 // hash of its key, so keys may hold anything. Cache is built on Store; use Store directly
 // when an entry holds more than a Status. The zero value is unusable: Dir is required. A
 // Store is safe for concurrent use by goroutines and processes.
@@ -210,10 +211,12 @@ func writeAtomic(name string, b []byte) error {
 	if err != nil {
 		return err
 	}
+	// Not synced to disk: a cache needs no durability. After a crash an entry may be
+	// missing or unreadable, which is a miss; a sync per write would serialise every
+	// process that records itself in an entry behind the disk.
 	_, werr := tmp.Write(b)
-	serr := tmp.Sync()
 	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(werr, cerr); err != nil {
 		_ = os.Remove(tmp.Name())
 		return err
 	}

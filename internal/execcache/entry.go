@@ -42,14 +42,16 @@ func (e *entry) servedTo(c Client) bool {
 	return c.Known() && slices.Contains(e.Clients, c)
 }
 
-func (e *entry) addClient(c Client) {
+// addClient records c and reports whether the entry changed.
+func (e *entry) addClient(c Client) bool {
 	if !c.Known() || e.servedTo(c) {
-		return
+		return false
 	}
 	e.Clients = append(e.Clients, c)
 	if over := len(e.Clients) - maxClients; over > 0 {
 		e.Clients = slices.Delete(e.Clients, 0, over)
 	}
+	return true
 }
 
 // serveUntil says how long an answer may be served, and false if it must not be cached.

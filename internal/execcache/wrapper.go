@@ -115,29 +115,12 @@ func Run(ctx context.Context, o Options) error {
 	defer func() { _ = locked.Unlock() }()
 
 	now := o.now()
-	var e entry
-	err = locked.Load(&e)
-	reason := ""
-	switch {
-	case errors.Is(err, plugin.ErrNoEntry):
-		reason = "no entry"
-	case err != nil:
-		reason = "unreadable entry (replaced)"
-		log.Debug("exec-cache: ignoring a corrupt entry", "err", err)
-	case !e.servable(now):
-		reason = "expired"
-	case info.Response != nil:
-		reason = fmt.Sprintf("the client says the credential was rejected (spec.response code %d)", info.Response.Code)
-	case e.servedTo(o.Client):
-		reason = fmt.Sprintf("second call from the client %s it was served to: a refresh after a 401", o.Client)
-	default:
-		if _, err := execcred.DecodeOutput(info.APIVersion, e.Output); err != nil {
-			reason = "invalid stored answer (replaced)"
-			break
-		}
-		e.addClient(o.Client)
-		if err := locked.Save(e); err != nil {
-			log.Warn("exec-cache: cannot record the client; a 401 for it will not be noticed", "err", err)
+	e, reason := o.lookup(locked, info, now, log)
+	if e != nil {
+		if e.addClient(o.Client) {
+			if err := locked.Save(e); err != nil {
+				log.Warn("exec-cache: cannot record the client; a 401 for it will not be noticed", "err", err)
+			}
 		}
 		log.Debug("exec-cache: hit", "client", o.Client.String(), "until", e.ServeUntil)
 		_, err := o.Stdout.Write(e.Output)
@@ -154,6 +137,29 @@ func Run(ctx context.Context, o Options) error {
 	o.store(locked, log, info, path, out, now)
 	_, err = o.Stdout.Write(out)
 	return err
+}
+
+// lookup returns the locked entry if it may be served to this call, or else why not.
+func (o *Options) lookup(locked *plugin.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, string) {
+	var e entry
+	err := locked.Load(&e)
+	switch {
+	case errors.Is(err, plugin.ErrNoEntry):
+		return nil, "no entry"
+	case err != nil:
+		log.Debug("exec-cache: ignoring a corrupt entry", "err", err)
+		return nil, "unreadable entry (replaced)"
+	case !e.servable(now):
+		return nil, "expired"
+	case info.Response != nil:
+		return nil, fmt.Sprintf("the client says the credential was rejected (spec.response code %d)", info.Response.Code)
+	case e.servedTo(o.Client):
+		return nil, fmt.Sprintf("second call from the client %s it was served to: a refresh after a 401", o.Client)
+	}
+	if _, err := execcred.DecodeOutput(info.APIVersion, e.Output); err != nil {
+		return nil, "invalid stored answer (replaced)"
+	}
+	return &e, ""
 }
 
 // store saves a successful answer if it may be cached; a reason not to is logged.
