@@ -43,9 +43,13 @@ func TestKey(t *testing.T) {
 		{"a variable more", func(in *input) { in.env = append(in.env, "AWS_REGION=eu-west-1") }, false},
 		{"another API version", func(in *input) { in.info.APIVersion = execcred.V1beta1 }, false},
 		{"another server", func(in *input) { in.info.Cluster = cluster(func(c *execcred.Cluster) { c.Server = "https://k2:6443" }) }, false},
-		{"another CA", func(in *input) { in.info.Cluster = cluster(func(c *execcred.Cluster) { c.CertificateAuthorityData = []byte("CA2") }) }, false},
+		{"another CA", func(in *input) {
+			in.info.Cluster = cluster(func(c *execcred.Cluster) { c.CertificateAuthorityData = []byte("CA2") })
+		}, false},
 		{"another TLS server name", func(in *input) { in.info.Cluster = cluster(func(c *execcred.Cluster) { c.TLSServerName = "other" }) }, false},
-		{"another cluster extension", func(in *input) { in.info.Cluster = cluster(func(c *execcred.Cluster) { c.Config = []byte(`{"audience":"b"}`) }) }, false},
+		{"another cluster extension", func(in *input) {
+			in.info.Cluster = cluster(func(c *execcred.Cluster) { c.Config = []byte(`{"audience":"b"}`) })
+		}, false},
 		{"no cluster info", func(in *input) { in.info.Cluster = nil }, false},
 		{"a variable ignored with --ignore-env", func(in *input) {
 			in.env = append(in.env, "MY_SESSION=1", "CI_JOB_42=x")

@@ -80,11 +80,11 @@ func TestRunExpiryAndSkew(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
-		name       string
-		expiry     time.Duration // from start; 0: none
-		skew, ttl  time.Duration
-		servedFor  time.Duration // the last moment still served
-		notCached  bool
+		name      string
+		expiry    time.Duration // from start; 0: none
+		skew, ttl time.Duration
+		servedFor time.Duration // the last moment still served
+		notCached bool
 	}{
 		{name: "default skew: 1m before expiry", expiry: 10 * time.Minute, servedFor: 9*time.Minute - time.Second},
 		{name: "skew flag", expiry: 10 * time.Minute, skew: 5 * time.Minute, servedFor: 5*time.Minute - time.Second},
