@@ -170,7 +170,7 @@ func (s *Store) prepare() error {
 		return fmt.Errorf("plugin: cache directory %s is not a directory (a symbolic link is not accepted)", s.Dir)
 	}
 	if runtime.GOOS != "windows" && info.Mode().Perm() != 0o700 {
-		if err := os.Chmod(s.Dir, 0o700); err != nil {
+		if err := os.Chmod(s.Dir, 0o700); err != nil { //nolint:gosec // a directory: 0700 is owner-only, as G302 wants
 			return fmt.Errorf("plugin: cache directory %s has mode %v and cannot be made private: %w", s.Dir, info.Mode().Perm(), err)
 		}
 	}

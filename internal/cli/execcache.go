@@ -257,7 +257,7 @@ func orNone(d time.Duration) time.Duration {
 // terminal returns stdin if it is a terminal, for an interactive login.
 func terminal(g *globals) *os.File {
 	f := stdinFile(g)
-	if f == nil || !term.IsTerminal(int(f.Fd())) { //nolint:gosec // a file descriptor fits in an int
+	if f == nil || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
 	return f

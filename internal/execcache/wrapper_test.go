@@ -323,7 +323,7 @@ func TestRunPermissions(t *testing.T) {
 
 // wrapperProcess runs the test binary as the wrapper, as the child of a shell of its own
 // (a client process of its own), or as a direct child of the test when sameParent.
-func wrapperProcess(t *testing.T, env []string, sameParent bool) (string, error) {
+func wrapperProcess(env []string, sameParent bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", `"$0" -test.run='^$'; exit $?`, os.Args[0])
@@ -355,7 +355,7 @@ func TestRunConcurrentProcesses(t *testing.T) {
 	)
 	for range 20 {
 		wg.Go(func() {
-			out, err := wrapperProcess(t, env, false)
+			out, err := wrapperProcess(env, false)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -381,7 +381,7 @@ func TestRunSameParentRefreshes(t *testing.T) {
 		sameParent bool
 		runs       int
 	}{{true, 1}, {false, 1}, {true, 2}, {false, 2}} {
-		out, err := wrapperProcess(t, env, c.sameParent)
+		out, err := wrapperProcess(env, c.sameParent)
 		if want := answer(execcred.V1, "none", c.runs, ""); err != nil || out != want || p.runs() != c.runs {
 			t.Errorf("call %d (from the test process: %v): %q, %v after %d runs, want %q", i, c.sameParent, out, err, p.runs(), want)
 		}
