@@ -23,7 +23,7 @@ func BenchmarkRunHit(b *testing.B) {
 	var out bytes.Buffer
 	o := Options{
 		Command: os.Args[0], Args: []string{"-test.run=^$"}, Dir: filepath.Join(dir, "cache"), DefaultTTL: time.Hour,
-		Environ: append(os.Environ(), pluginEnv+"="+dir, execcred.InfoEnv+"="+string(info)),
+		Environ: append(os.Environ(), pluginEnv+"="+dir, noRaceExitSleep, execcred.InfoEnv+"="+string(info)),
 		Stdout:  &out, Stderr: &out,
 	}
 	if err := Run(context.Background(), o); err != nil { // the miss that fills the cache

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"golang.org/x/term"
 
 	"github.com/kplug/kplug/execcred"
@@ -23,6 +24,8 @@ import (
 const (
 	pluginEnv  = "KPLUG_EXECCACHE_TEST_PLUGIN"
 	wrapperEnv = "KPLUG_EXECCACHE_TEST_WRAPPER"
+	// A test binary built with -race sleeps 1 s on exit unless told not to.
+	noRaceExitSleep = "GORACE=atexit_sleep_ms=0"
 )
 
 func TestMain(m *testing.M) {
@@ -32,7 +35,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(pluginEnv); dir != "" {
 		os.Exit(pluginMain(dir))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // pluginMain is the fake plugin. It counts its runs in <dir>/runs, and answers with a
@@ -171,7 +174,7 @@ func (h *harness) call(client Client, info string) (string, error) {
 	h.t.Helper()
 	var out bytes.Buffer
 	o := h.opts
-	o.Environ = append([]string{pluginEnv + "=" + h.plugin.dir}, h.env...)
+	o.Environ = append([]string{pluginEnv + "=" + h.plugin.dir, noRaceExitSleep}, h.env...)
 	if info != "" {
 		o.Environ = append(o.Environ, info)
 	}

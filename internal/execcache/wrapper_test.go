@@ -347,7 +347,7 @@ func TestRunConcurrentProcesses(t *testing.T) {
 	p := newFakePlugin(t)
 	p.set("sleep", "300ms")
 	cache := filepath.Join(t.TempDir(), "cache")
-	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, execInfoEnv(t, execcred.V1, nil, nil))
+	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, noRaceExitSleep, execInfoEnv(t, execcred.V1, nil, nil))
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -376,7 +376,7 @@ func TestRunSameParentRefreshes(t *testing.T) {
 	t.Parallel()
 	p := newFakePlugin(t)
 	cache := filepath.Join(t.TempDir(), "cache")
-	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, execInfoEnv(t, execcred.V1, nil, nil))
+	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, noRaceExitSleep, execInfoEnv(t, execcred.V1, nil, nil))
 	for i, c := range []struct {
 		sameParent bool
 		runs       int
@@ -399,7 +399,7 @@ func TestRunConcurrentGoroutines(t *testing.T) {
 		wg.Go(func() {
 			var out bytes.Buffer
 			o := h.opts
-			o.Environ = []string{pluginEnv + "=" + h.plugin.dir, info}
+			o.Environ = []string{pluginEnv + "=" + h.plugin.dir, noRaceExitSleep, info}
 			o.Stdout, o.Stderr, o.Client = &out, &bytes.Buffer{}, Client{PID: 2000 + i}
 			if err := Run(context.Background(), o); err != nil || out.String() != answer(execcred.V1, "none", 1, "") {
 				t.Errorf("goroutine %d: %q, %v", i, out.String(), err)
