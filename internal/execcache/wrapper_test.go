@@ -3,8 +3,16 @@ package execcache
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -464,4 +472,48 @@ func TestListAndClear(t *testing.T) {
 	if len(h.entryFiles()) != 0 {
 		t.Errorf("left %v", h.entryFiles())
 	}
+}
+
+// TestRunDoesNotStoreProxyAnswers: an exec proxy answer names a running proxy, so it is
+// passed on but never stored.
+func TestRunDoesNotStoreProxyAnswers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	certPEM, keyPEM := selfSignedPEM(t)
+	answer, err := json.Marshal(map[string]any{
+		"apiVersion": execcred.V1, "kind": "ExecCredential",
+		"status": map[string]any{
+			"clientCertificateData": string(certPEM), "clientKeyData": string(keyPEM),
+			"proxyConfig": map[string]any{"url": "unix:///run/proxy.sock", "certificate-authority-data": certPEM},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.plugin.set("stdout", string(answer))
+	for i := 1; i <= 2; i++ {
+		out, err := h.call(Client{}, execInfoEnv(t, execcred.V1, nil, nil))
+		if err != nil || out != string(answer) || h.plugin.runs() != i || len(h.entryFiles()) != 0 {
+			t.Errorf("call %d: %q, %v after %d runs, %d entries", i, out, err, h.plugin.runs(), len(h.entryFiles()))
+		}
+	}
+}
+
+func selfSignedPEM(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxy-client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
