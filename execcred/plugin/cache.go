@@ -2,17 +2,11 @@ package plugin
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"github.com/kplug/kplug/execcred"
 )
@@ -20,7 +14,7 @@ import (
 // Cache keeps credentials in files, so that separate runs of a plugin (one per kubectl
 // invocation) share them. Entries are 0600 files in a 0700 directory, written atomically;
 // a file lock makes concurrent runs wait for the one that is fetching, which then serves
-// them all. The zero value is unusable: Dir is required. A Cache is safe for concurrent use
+// them all. Cache is a Store of credentials. The zero value is unusable: Dir is required. A Cache is safe for concurrent use
 // by goroutines and processes.
 type Cache struct {
 	// Dir holds the entries; it is created 0700 if missing.
@@ -59,30 +53,26 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 	if c.Dir == "" {
 		return nil, errors.New("plugin: Cache.Dir is empty")
 	}
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("plugin: cache directory: %w", err)
+	store := c.store()
+	var e entry
+	if store.Load(key, &e) == nil && c.valid(e) {
+		return e.Status, nil
 	}
-	name := c.fileName(key)
-	if s := c.read(name); s != nil {
-		return s, nil
+	locked, err := store.Lock(ctx, key)
+	if err != nil {
+		return nil, err
 	}
-	lock := flock.New(name+".lock", flock.SetPermissions(0o600))
-	lockCtx, cancel := context.WithTimeout(ctx, c.lockTimeout())
-	defer cancel()
-	ok, err := lock.TryLockContext(lockCtx, 50*time.Millisecond)
-	if err != nil || !ok {
-		return nil, fmt.Errorf("plugin: waiting for the cache lock %s: %w", lock.Path(), errors.Join(err, lockCtx.Err()))
-	}
-	defer func() { _ = lock.Unlock() }()
-	if s := c.read(name); s != nil {
-		return s, nil
+	defer func() { _ = locked.Unlock() }()
+	e = entry{}
+	if locked.Load(&e) == nil && c.valid(e) {
+		return e.Status, nil
 	}
 	s, err := fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if exp, ok := c.expiry(s); ok {
-		if err := writeAtomic(name, entry{Status: s, Expires: exp}); err != nil {
+		if err := locked.Save(entry{Status: s, Expires: exp}); err != nil {
 			return s, fmt.Errorf("plugin: storing the credential: %w", err)
 		}
 	}
@@ -91,32 +81,14 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 
 // Delete drops the entry for key, e.g. after the server rejected it (v1alpha1 response).
 func (c *Cache) Delete(key string) error {
-	err := os.Remove(c.fileName(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
+	return removeEntry(c.store().fileName(key))
 }
 
-func (c *Cache) fileName(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(c.Dir, hex.EncodeToString(sum[:16])+".json")
-}
+func (c *Cache) store() *Store { return &Store{Dir: c.Dir, LockTimeout: c.LockTimeout} }
 
-// read returns a valid entry's status, or nil for a missing, corrupt or expired entry.
-func (c *Cache) read(name string) *execcred.Status {
-	b, err := os.ReadFile(name) //nolint:gosec // the name is our own hash
-	if err != nil {
-		return nil
-	}
-	var e entry
-	if json.Unmarshal(b, &e) != nil || e.Status == nil {
-		return nil
-	}
-	if !c.now().Add(c.skew()).Before(e.Expires) {
-		return nil
-	}
-	return e.Status
+// valid says whether e may be served: whole, and not within Skew of its expiry.
+func (c *Cache) valid(e entry) bool {
+	return e.Status != nil && c.now().Add(c.skew()).Before(e.Expires)
 }
 
 // expiry says until when s may be served from the cache.
@@ -128,29 +100,6 @@ func (c *Cache) expiry(s *execcred.Status) (time.Time, bool) {
 		return c.now().Add(c.TTL), true
 	}
 	return time.Time{}, false
-}
-
-func writeAtomic(name string, e entry) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(name), ".tmp-*") // created 0600
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
 
 func (c *Cache) now() time.Time {
@@ -165,11 +114,4 @@ func (c *Cache) skew() time.Duration {
 		return c.Skew
 	}
 	return 10 * time.Second
-}
-
-func (c *Cache) lockTimeout() time.Duration {
-	if c.LockTimeout > 0 {
-		return c.LockTimeout
-	}
-	return 5 * time.Minute
 }

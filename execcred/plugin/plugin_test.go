@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,5 +216,62 @@ func TestCacheSharedByProcesses(t *testing.T) {
 	}
 	if n := len(b); n != 1 {
 		t.Errorf("8 concurrent plugin processes fetched %s times, want 1", strconv.Itoa(n))
+	}
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "store")
+	s := &Store{Dir: dir, LockTimeout: 100 * time.Millisecond}
+	var doc struct{ N int }
+	if err := s.Load("a", &doc); !errors.Is(err, ErrNoEntry) {
+		t.Errorf("Load of a missing key: %v, want ErrNoEntry", err)
+	}
+	ctx := context.Background()
+	l, err := s.Lock(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Save(struct{ N int }{7}); err != nil {
+		t.Fatal(err)
+	}
+	// Another holder waits for LockTimeout, then says which lock and why.
+	_, err = s.Lock(ctx, "a")
+	wantErr := fmt.Sprintf("plugin: waited 100ms for the cache lock %s, held by another process", filepath.Join(dir, s.ID("a")+".lock"))
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("second Lock: %v, want %q", err, wantErr)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load("a", &doc); err != nil || doc.N != 7 {
+		t.Errorf("Load: %v, %+v", err, doc)
+	}
+	// Entries lists documents only: not lock files, not writes in progress.
+	if err := os.WriteFile(filepath.Join(dir, ".tmp-123"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := s.Entries()
+	if err != nil || len(entries) != 1 || entries[0].ID != s.ID("a") || string(entries[0].Data) != `{"N":7}` {
+		t.Errorf("Entries: %v, %+v", err, entries)
+	}
+	if err := s.Remove("../escape"); err == nil || err.Error() != `plugin: invalid cache entry id "../escape"` {
+		t.Errorf("Remove of a path: %v", err)
+	}
+	if err := s.Remove(entries[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load("a", &doc); !errors.Is(err, ErrNoEntry) {
+		t.Errorf("Load after Remove: %v", err)
+	}
+	// A corrupt document is an error for Load, which callers treat as a miss.
+	if err := os.WriteFile(filepath.Join(dir, s.ID("b")+".json"), []byte(`{"N":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load("b", &doc); err == nil || !strings.HasPrefix(err.Error(), "plugin: corrupt cache entry ") {
+		t.Errorf("Load of a corrupt entry: %v", err)
+	}
+	if entries, err := (&Store{Dir: filepath.Join(dir, "missing")}).Entries(); err != nil || entries != nil {
+		t.Errorf("Entries of a missing directory: %v, %v", entries, err)
 	}
 }

@@ -9,17 +9,21 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// execPluginEnv makes the test binary a fake exec plugin that prints $FAKE_CREDENTIAL.
+// execPluginEnv makes the test binary a fake exec plugin that prints $FAKE_CREDENTIAL, and
+// $FAKE_STDERR to stderr, and exits with $FAKE_EXIT.
 const execPluginEnv = "KPLUG_CLI_FAKE_PLUGIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(execPluginEnv) != "" {
 		fmt.Print(os.Getenv("FAKE_CREDENTIAL"))
-		os.Exit(0)
+		fmt.Fprint(os.Stderr, os.Getenv("FAKE_STDERR"))
+		code, _ := strconv.Atoi(os.Getenv("FAKE_EXIT"))
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -101,6 +101,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.AddCommand(newVersionCommand(g))
 	root.AddCommand(newCredentialCommand(g))
+	root.AddCommand(newExecCacheCommand(g))
 	root.AddCommand(newRequestCommand(g))
 	root.AddCommand(newProxyPluginCommand(g))
 	root.AddCommand(newRunCommand(g))

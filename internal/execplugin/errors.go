@@ -68,11 +68,14 @@ func (e *EnvTooLargeError) Unwrap() error { return e.Err }
 // ExitError says the plugin ran and failed: it exited with a non-zero code or was killed by
 // a signal it did not get from us. Code is -1 when Signal is set.
 type ExitError struct {
-	Command  string
-	Path     string
-	Code     int
-	Signal   os.Signal // nil unless the plugin died by a signal
-	Stderr   string    // the last bytes the plugin wrote to stderr
+	Command string
+	Path    string
+	Code    int
+	Signal  os.Signal // nil unless the plugin died by a signal
+	Stderr  string    // the last bytes the plugin wrote to stderr
+	// Stdout is what the plugin wrote to stdout before it failed, up to the output cap.
+	// Callers must not use it as an answer; a wrapper may pass it on as it was.
+	Stdout   []byte
 	Duration time.Duration
 }
 

@@ -12,6 +12,11 @@ import (
 
 var errDot = exec.ErrDot
 
+// Resolve returns the absolute path Run would execute for command: an absolute path as it
+// is, a path with a separator relative to baseDir (the working directory when empty), a
+// bare name through PATH. Errors are *NotFoundError or *NotExecutableError.
+func Resolve(command, baseDir string) (string, error) { return resolve(command, baseDir, "") }
+
 // resolve turns a configured command into the absolute path to execute. An absolute path is
 // used as it is; a path with a separator in it is taken relative to baseDir (the working
 // directory when baseDir is empty); a bare name is looked up in PATH, never in the current

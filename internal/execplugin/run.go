@@ -204,6 +204,7 @@ func (r *Runner) run(ctx context.Context, c Command, call *Call) (*Result, error
 			Code:     exitErr.ExitCode(),
 			Signal:   exitSignal(exitErr.ProcessState),
 			Stderr:   stderr.String(),
+			Stdout:   stdout.buf.Bytes(),
 			Duration: call.Duration,
 		}
 	}

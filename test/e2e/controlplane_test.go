@@ -147,7 +147,7 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 	cp.Stop() // a second Stop, as the test cleanup does, is harmless
 }
 
-func clientFor(t *testing.T, cp *framework.ControlPlane, u *framework.User, i int) *kubernetes.Clientset {
+func clientFor(t testing.TB, cp *framework.ControlPlane, u *framework.User, i int) *kubernetes.Clientset {
 	t.Helper()
 	cfg := cp.RESTConfig(u, i)
 	cfg.Timeout = 30 * time.Second

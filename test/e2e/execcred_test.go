@@ -31,7 +31,7 @@ import (
 const selfSubjectReview = `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
 
 // buildBinary builds a package of this module into dir.
-func buildBinary(t *testing.T, dir, pkg, name string) string {
+func buildBinary(t testing.TB, dir, pkg, name string) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-o", out, pkg)

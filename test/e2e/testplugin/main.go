@@ -1,12 +1,14 @@
 // Command testplugin is an exec credential plugin written with kplug's SDK, for the
 // end-to-end tests. It answers with the token in $TEST_TOKEN_FILE, or the client
 // certificate and key in $TEST_CERT_FILE and $TEST_KEY_FILE, and appends a byte to
-// $TEST_COUNT_FILE on every run so that tests can count runs.
+// $TEST_COUNT_FILE on every run so that tests can count runs. $TEST_SLEEP (a duration)
+// makes it as slow as a real login.
 package main
 
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
@@ -36,6 +38,13 @@ func run() error {
 		if err != nil {
 			return err
 		}
+	}
+	if d := os.Getenv("TEST_SLEEP"); d != "" {
+		sleep, err := time.ParseDuration(d)
+		if err != nil {
+			return fmt.Errorf("TEST_SLEEP: %w", err)
+		}
+		time.Sleep(sleep)
 	}
 	status := &execcred.Status{}
 	if f := os.Getenv("TEST_TOKEN_FILE"); f != "" {

@@ -1,0 +1,228 @@
+package plugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// Store keeps JSON documents in files, one per key, for caches shared by processes: 0600
+// files in a 0700 directory, written atomically (a reader sees the old document or the new
+// one, never a part) but not synced to disk, with a file lock per key for
+// read-modify-write. A file is named after a
+// hash of its key, so keys may hold anything. Cache is built on Store; use Store directly
+// when an entry holds more than a Status. The zero value is unusable: Dir is required. A
+// Store is safe for concurrent use by goroutines and processes.
+type Store struct {
+	// Dir holds the entries; it is created 0700 if missing, and narrowed to 0700 if it
+	// exists with wider permissions.
+	Dir string
+	// LockTimeout bounds the wait for another process's lock. Zero means 5 minutes, long
+	// enough for a browser login.
+	LockTimeout time.Duration
+}
+
+// Entry files end in entrySuffix; lock files in lockSuffix; writes in progress start with
+// tmpPrefix.
+const (
+	entrySuffix = ".json"
+	lockSuffix  = ".lock"
+	tmpPrefix   = ".tmp-"
+)
+
+// ErrNoEntry says a key has no stored document.
+var ErrNoEntry = errors.New("plugin: no cache entry")
+
+// Locked is a key of a Store whose file lock is held. It is not safe for concurrent use;
+// call Unlock when done.
+type Locked struct {
+	name string
+	lock *flock.Flock
+}
+
+// Lock takes key's file lock, waiting for another process that holds it until ctx ends or
+// LockTimeout passes.
+func (s *Store) Lock(ctx context.Context, key string) (*Locked, error) {
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	name := s.fileName(key)
+	lock := flock.New(strings.TrimSuffix(name, entrySuffix)+lockSuffix, flock.SetPermissions(0o600))
+	lockCtx, cancel := context.WithTimeout(ctx, s.lockTimeout())
+	defer cancel()
+	ok, err := lock.TryLockContext(lockCtx, 20*time.Millisecond)
+	if err != nil || !ok {
+		if errors.Is(lockCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("plugin: waited %v for the cache lock %s, held by another process", s.lockTimeout(), lock.Path())
+		}
+		return nil, fmt.Errorf("plugin: waiting for the cache lock %s: %w", lock.Path(), errors.Join(err, lockCtx.Err()))
+	}
+	return &Locked{name: name, lock: lock}, nil
+}
+
+// Load decodes key's document into v without taking the lock; writes are atomic, so the
+// document is whole. It returns ErrNoEntry when there is none, or a decoding error for a
+// corrupt one, which callers treat as a miss: the next Save replaces it.
+func (s *Store) Load(key string, v any) error { return load(s.fileName(key), v) }
+
+// Load decodes the locked key's document into v, as Store.Load.
+func (l *Locked) Load(v any) error { return load(l.name, v) }
+
+// Save replaces the locked key's document with v, atomically.
+func (l *Locked) Save(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(l.name, b)
+}
+
+// Delete removes the locked key's document; a missing one is not an error.
+func (l *Locked) Delete() error { return removeEntry(l.name) }
+
+// Unlock releases the lock. The lock file stays: removing it could let two processes hold
+// locks on different files for one key.
+func (l *Locked) Unlock() error { return l.lock.Unlock() }
+
+// StoredEntry is one document found by Entries.
+type StoredEntry struct {
+	// ID names the entry within the Store (a hash of its key); pass it to Remove.
+	ID   string
+	Data []byte
+	// Modified is when the document was last written.
+	Modified time.Time
+}
+
+// Entries returns every document in the Store, in ID order. A missing directory has none.
+func (s *Store) Entries() ([]StoredEntry, error) {
+	files, err := os.ReadDir(s.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plugin: reading the cache directory: %w", err)
+	}
+	var out []StoredEntry
+	for _, f := range files {
+		id, ok := strings.CutSuffix(f.Name(), entrySuffix)
+		if !ok || strings.HasPrefix(f.Name(), tmpPrefix) || !f.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.Dir, f.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("plugin: reading a cache entry: %w", err)
+		}
+		var mod time.Time
+		if info, err := f.Info(); err == nil {
+			mod = info.ModTime()
+		}
+		out = append(out, StoredEntry{ID: id, Data: b, Modified: mod})
+	}
+	return out, nil
+}
+
+// Remove deletes the entry with id (from Entries); a missing one is not an error.
+func (s *Store) Remove(id string) error {
+	if id == "" || strings.ContainsAny(id, `/\.`) {
+		return fmt.Errorf("plugin: invalid cache entry id %q", id)
+	}
+	return removeEntry(filepath.Join(s.Dir, id+entrySuffix))
+}
+
+// ID returns the id Entries reports for key's entry.
+func (s *Store) ID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16])
+}
+
+func (s *Store) fileName(key string) string {
+	return filepath.Join(s.Dir, s.ID(key)+entrySuffix)
+}
+
+// prepare creates the directory, or narrows an existing one's permissions: entries hold
+// credentials, so only the owner may list or replace them.
+func (s *Store) prepare() error {
+	if s.Dir == "" {
+		return errors.New("plugin: the cache directory is not set")
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("plugin: cache directory: %w", err)
+	}
+	info, err := os.Lstat(s.Dir)
+	if err != nil {
+		return fmt.Errorf("plugin: cache directory: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("plugin: cache directory %s is not a directory (a symbolic link is not accepted)", s.Dir)
+	}
+	if runtime.GOOS != "windows" && info.Mode().Perm() != 0o700 {
+		if err := os.Chmod(s.Dir, 0o700); err != nil { //nolint:gosec // a directory: 0700 is owner-only, as G302 wants
+			return fmt.Errorf("plugin: cache directory %s has mode %v and cannot be made private: %w", s.Dir, info.Mode().Perm(), err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) lockTimeout() time.Duration {
+	if s.LockTimeout > 0 {
+		return s.LockTimeout
+	}
+	return 5 * time.Minute
+}
+
+func load(name string, v any) error {
+	b, err := os.ReadFile(name) //nolint:gosec // the name is our own hash in our own directory
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrNoEntry
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("plugin: corrupt cache entry %s: %w", name, err)
+	}
+	return nil
+}
+
+func removeEntry(name string) error {
+	err := os.Remove(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+func writeAtomic(name string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+"*") // created 0600
+	if err != nil {
+		return err
+	}
+	// Not synced to disk: a cache needs no durability. After a crash an entry may be
+	// missing or unreadable, which is a miss; a sync per write would serialise every
+	// process that records itself in an entry behind the disk.
+	_, werr := tmp.Write(b)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}

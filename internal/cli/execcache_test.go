@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kplug/kplug/execcred"
+)
+
+func TestExecCacheUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec-cache"}, "no plugin to run: give it after --, e.g. kplug exec-cache -- aws-iam-authenticator token -i my-cluster"},
+		{[]string{"exec-cache", "--list", "--clear"}, "--list and --clear cannot be combined"},
+		{[]string{"exec-cache", "--all"}, "--all only goes with --clear"},
+		{[]string{"exec-cache", "--clear"}, "--clear needs the wrapped command (--clear -- COMMAND [ARGS...]) or --all"},
+		{[]string{"exec-cache", "--clear", "--all", "--", "x"}, "--clear --all takes no command; to remove one command's entries, drop --all"},
+		{[]string{"exec-cache", "--list", "-o", "yaml"}, `invalid --output "yaml": want text or json`},
+		{[]string{"exec-cache", "--skew=-1s", "--", "x"}, "invalid --skew -1s: must not be negative"},
+		{[]string{"exec-cache", "--default-ttl=25h", "--", "x"}, "invalid --default-ttl 25h0m0s: want 0 (do not cache answers without expiry) up to 24h0m0s"},
+		{[]string{"exec-cache", "--default-ttl=-1m", "--", "x"}, "invalid --default-ttl -1m0s: want 0 (do not cache answers without expiry) up to 24h0m0s"},
+		{[]string{"exec-cache", "--lock-timeout=0s", "--", "x"}, "invalid --lock-timeout 0s: must be positive"},
+		{[]string{"exec-cache", "--ignore-env=A=B", "--", "x"}, `invalid --ignore-env "A=B": want a variable name or a NAME* prefix`},
+		{[]string{"exec-cache", "--skew", "soon", "--", "x"}, `invalid argument "soon" for "--skew" flag: time: invalid duration "soon"`},
+	}
+	for _, tt := range tests {
+		code, out, errOut := run(t, tt.args...)
+		want := "Error: " + tt.want + "\nRun 'kplug exec-cache --help' for usage.\n"
+		if code != ExitUsage || out != "" || errOut != want {
+			t.Errorf("kplug %s: code %d\nstdout %q\nstderr %q\nwant   %q", strings.Join(tt.args, " "), code, out, errOut, want)
+		}
+	}
+}
+
+// TestExecCacheCommand runs the wrapper through the CLI around the fake plugin, then
+// lists and clears its entries. It sets the process environment, so it is not parallel.
+func TestExecCacheCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(execcred.InfoEnv, string(info))
+	t.Setenv(execPluginEnv, "1")
+	t.Setenv("FAKE_CREDENTIAL", tokenCredential)
+	wrap := []string{"exec-cache", "--cache-dir", dir, "--", os.Args[0], "--some-plugin-flag"}
+
+	code, out, errOut := run(t, wrap...)
+	if code != ExitOK || out != tokenCredential || errOut != "" {
+		t.Fatalf("exec-cache: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	code, out, errOut = run(t, "exec-cache", "--cache-dir", dir, "--list")
+	want := regexp.MustCompile(`^ENTRY +COMMAND +API +CLUSTER +CREDENTIAL +SERVED UNTIL +CLIENTS
+[0-9a-f]{12}  ` + regexp.QuoteMeta(os.Args[0]) + ` --some-plugin-flag  v1 +- +token \(29 bytes\)  2099-01-02T03:03:05Z \(in \d+ days\)  1
+$`)
+	if code != ExitOK || !want.MatchString(out) || errOut != "" {
+		t.Errorf("--list: code %d\nstdout %q\nstderr %q", code, out, errOut)
+	}
+	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--list", "-o", "json")
+	var listed []map[string]any
+	if err := json.Unmarshal([]byte(out), &listed); code != ExitOK || err != nil || len(listed) != 1 || listed[0]["credential"] != "token (29 bytes)" {
+		t.Errorf("--list -o json: code %d, %v: %s", code, err, out)
+	}
+	if strings.Contains(out, "0123456789abcdef") {
+		t.Error("--list printed the token")
+	}
+
+	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--clear", "--", os.Args[0], "--some-plugin-flag")
+	if code != ExitOK || out != "removed 1 entry from "+dir+"\n" {
+		t.Errorf("--clear: code %d, stdout %q", code, out)
+	}
+
+	// A failing plugin: its stdout, stderr and exit code, as they were; nothing stored.
+	t.Setenv("FAKE_EXIT", "4")
+	t.Setenv("FAKE_STDERR", "plugin: login required\n")
+	t.Setenv("FAKE_CREDENTIAL", `{"kind":"Status"}`)
+	code, out, errOut = run(t, wrap...)
+	if code != 4 || out != `{"kind":"Status"}` || errOut != "plugin: login required\n" {
+		t.Errorf("failing plugin: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--clear", "--all")
+	if code != ExitOK || out != "removed 0 entries from "+dir+"\n" {
+		t.Errorf("--clear --all after a failure: code %d, stdout %q", code, out)
+	}
+
+	// A plugin that is not there: one error line, exit 1.
+	missing := filepath.Join(t.TempDir(), "missing")
+	code, out, errOut = run(t, "exec-cache", "--cache-dir", dir, "--", missing)
+	if code != ExitFailure || out != "" || errOut != `Error: exec-cache: plugin "`+missing+`" not found: `+missing+" does not exist\n" {
+		t.Errorf("missing plugin: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -1,0 +1,96 @@
+package execcache
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/plugin"
+)
+
+// Listed describes one cache entry without its credential.
+type Listed struct {
+	ID         string     `json:"id"`
+	Command    string     `json:"command,omitempty"`
+	Args       []string   `json:"args,omitempty"` // with secret-looking values redacted
+	APIVersion string     `json:"apiVersion,omitempty"`
+	Server     string     `json:"server,omitempty"`
+	Credential string     `json:"credential"` // e.g. "token (1105 bytes)"; never the token
+	Stored     time.Time  `json:"stored,omitzero"`
+	Expiration *time.Time `json:"expirationTimestamp,omitempty"`
+	ServeUntil time.Time  `json:"serveUntil,omitzero"`
+	Servable   bool       `json:"servable"`
+	Clients    int        `json:"clients"`
+	// Corrupt is set for a file that is not a readable entry; the next run replaces it.
+	Corrupt bool `json:"corrupt,omitempty"`
+
+	args []string // unredacted, to match --clear
+}
+
+// List describes every entry in dir, sorted by command, then ID.
+func List(dir string, now time.Time) ([]Listed, error) {
+	stored, err := (&plugin.Store{Dir: dir}).Entries()
+	if err != nil {
+		return nil, fmt.Errorf("exec-cache: %w", err)
+	}
+	out := make([]Listed, 0, len(stored))
+	for _, s := range stored {
+		var e entry
+		if json.Unmarshal(s.Data, &e) != nil || e.Schema != entrySchema {
+			out = append(out, Listed{ID: s.ID, Credential: "unreadable", Corrupt: true, Stored: s.Modified})
+			continue
+		}
+		out = append(out, Listed{
+			ID: s.ID, Command: e.Command, Args: redactArgs(e.Args), APIVersion: e.APIVersion, Server: e.Server,
+			Credential: describe(e.APIVersion, e.Output), Stored: e.Stored, Expiration: e.Expiration,
+			ServeUntil: e.ServeUntil, Servable: e.servable(now), Clients: len(e.Clients), args: e.Args,
+		})
+	}
+	slices.SortFunc(out, func(a, b Listed) int {
+		if c := strings.Compare(a.Command, b.Command); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// Clear removes the entries of the wrapped command (resolved path and arguments, any
+// environment, API version or cluster), or every entry, corrupt ones included, when path is
+// empty. It returns how many it removed.
+func Clear(dir, path string, args []string) (int, error) {
+	listed, err := List(dir, time.Time{})
+	if err != nil {
+		return 0, err
+	}
+	store := &plugin.Store{Dir: dir}
+	n := 0
+	for _, l := range listed {
+		if path != "" && (l.Command != path || !slices.Equal(l.args, args)) {
+			continue
+		}
+		if err := store.Remove(l.ID); err != nil {
+			return n, fmt.Errorf("exec-cache: %w", err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// describe says what kind of credential an answer holds, without any of it.
+func describe(apiVersion string, output []byte) string {
+	c, err := execcred.DecodeOutput(apiVersion, output)
+	if err != nil {
+		return "invalid"
+	}
+	switch {
+	case c.Token != "" && c.Certificate != nil:
+		return fmt.Sprintf("token (%d bytes) and client certificate (CN=%s)", len(c.Token), c.Certificate.Leaf.Subject.CommonName)
+	case c.Certificate != nil:
+		return fmt.Sprintf("client certificate (CN=%s)", c.Certificate.Leaf.Subject.CommonName)
+	}
+	return fmt.Sprintf("token (%d bytes)", len(c.Token))
+}

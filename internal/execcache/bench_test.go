@@ -1,0 +1,44 @@
+package execcache
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kplug/kplug/execcred"
+)
+
+// BenchmarkRunHit is the wrapper's own work when it serves a stored answer: key, lock,
+// read, check, record the client, write, print. Each iteration is another client, so each
+// records itself in the entry, as separate kubectl processes do.
+func BenchmarkRunHit(b *testing.B) {
+	dir := b.TempDir()
+	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out bytes.Buffer
+	o := Options{
+		Command: os.Args[0], Args: []string{"-test.run=^$"}, Dir: filepath.Join(dir, "cache"), DefaultTTL: time.Hour,
+		Environ: append(os.Environ(), pluginEnv+"="+dir, noRaceExitSleep, execcred.InfoEnv+"="+string(info)),
+		Stdout:  &out, Stderr: &out,
+	}
+	if err := Run(context.Background(), o); err != nil { // the miss that fills the cache
+		b.Fatal(err)
+	}
+	pid := 1000
+	for b.Loop() {
+		pid++
+		o.Client = Client{PID: pid % 100000, Start: "1"}
+		out.Reset()
+		if err := Run(context.Background(), o); err != nil || out.Len() == 0 {
+			b.Fatalf("%v: %q", err, out.String())
+		}
+	}
+	if runs, _ := os.ReadFile(filepath.Join(dir, "runs")); len(runs) != 1 {
+		b.Fatalf("the plugin ran %d times, want 1", len(runs))
+	}
+}

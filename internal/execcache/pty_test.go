@@ -1,0 +1,36 @@
+//go:build linux || darwin
+
+package execcache
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/creack/pty"
+
+	"github.com/kplug/kplug/execcred"
+)
+
+// TestRunInteractive: when the client says the run is interactive, the wrapped plugin gets
+// the terminal (for a login prompt); otherwise the null device.
+func TestRunInteractive(t *testing.T) {
+	t.Parallel()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	for _, interactive := range []bool{true, false} {
+		h := newHarness(t)
+		h.opts.Stdin = tty
+		b, err := execcred.ExecInfo(execcred.V1, interactive, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := h.call(kubectlA, execcred.InfoEnv+"="+string(b))
+		if want := "-tty=" + map[bool]string{true: "true", false: "false"}[interactive]; err != nil || !strings.Contains(out, want) {
+			t.Errorf("interactive %v: %q, %v; want a token with %s", interactive, out, err, want)
+		}
+	}
+}

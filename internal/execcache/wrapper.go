@@ -1,0 +1,256 @@
+package execcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/internal/execplugin"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultSkew        = time.Minute
+	DefaultLockTimeout = 5 * time.Minute
+)
+
+// Options configures one run of the wrapper. The CLI fills it from flags and the process;
+// nothing here reads the environment or the clock by itself.
+type Options struct {
+	// Command and Args are the wrapped plugin, as configured.
+	Command string
+	Args    []string
+	// Dir is the cache directory; required.
+	Dir string
+	// Skew: an answer is served until this long before its expirationTimestamp (at most
+	// half its remaining lifetime). Zero means DefaultSkew; negative means none.
+	Skew time.Duration
+	// DefaultTTL is how long an answer without expirationTimestamp is served; zero means
+	// such answers are not cached.
+	DefaultTTL time.Duration
+	// LockTimeout bounds the wait for another process running the wrapped plugin for the
+	// same key. Zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// Timeout bounds a non-interactive run of the wrapped plugin; zero means none.
+	// Interactive runs (a login at the terminal) are never timed out.
+	Timeout time.Duration
+	// IgnoreEnv adds names (or prefixes ending in '*') to IgnoredEnv.
+	IgnoreEnv []string
+	// Environ is the wrapper's environment, KUBERNETES_EXEC_INFO included; the wrapped
+	// plugin gets it unchanged.
+	Environ []string
+	// Stdin is the terminal, handed to the wrapped plugin when the client says the run is
+	// interactive; nil means the null device.
+	Stdin *os.File
+	// Stdout receives the answer; Stderr the wrapped plugin's stderr, as it writes it.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Client is the calling process, ClientOf(os.Getppid()).
+	Client Client
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Log gets debug detail (hits, misses, refreshes) and warnings; nil discards them.
+	Log *slog.Logger
+}
+
+// InfoError says KUBERNETES_EXEC_INFO could not be understood.
+type InfoError struct{ Err error }
+
+func (e *InfoError) Error() string {
+	return "exec-cache: " + strings.TrimPrefix(e.Err.Error(), "plugin: ")
+}
+func (e *InfoError) Unwrap() error { return e.Err }
+
+// Run answers like the wrapped plugin: from the cache when it holds a servable answer for
+// this key and the client is not refreshing, otherwise by running the wrapped plugin, whose
+// stdout is printed unchanged and, if it is a valid ExecCredential, stored.
+//
+// When the wrapped plugin fails, its stdout is printed as it was and Run returns its
+// *execplugin.ExitError (the caller exits with its code; the plugin's stderr has already
+// passed through). Nothing failed is stored, and a rejected entry is removed before the
+// wrapped plugin runs, so it is not served again whatever happens next.
+func Run(ctx context.Context, o Options) error {
+	if o.Dir == "" {
+		return errors.New("exec-cache: no cache directory")
+	}
+	info, err := execInfo(o.Environ)
+	if err != nil {
+		return err
+	}
+	path, err := execplugin.Resolve(o.Command, "")
+	if err != nil {
+		return fmt.Errorf("exec-cache: %w", err)
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if info == nil {
+		log.Warn("exec-cache: " + execcred.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
+		out, err := o.runWrapped(ctx, path, o.Stdin != nil)
+		if err != nil {
+			return err
+		}
+		_, err = o.Stdout.Write(out)
+		return err
+	}
+
+	store := &plugin.Store{Dir: o.Dir, LockTimeout: o.LockTimeout}
+	if store.LockTimeout == 0 {
+		store.LockTimeout = DefaultLockTimeout
+	}
+	key := Key(path, o.Args, o.Environ, info, o.IgnoreEnv)
+	log = log.With("entry", store.ID(key)[:12])
+	locked, err := store.Lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("exec-cache: %w", err)
+	}
+	defer func() { _ = locked.Unlock() }()
+
+	now := o.now()
+	e, reason := o.lookup(locked, info, now, log)
+	if e != nil {
+		if e.addClient(o.Client) {
+			if err := locked.Save(e); err != nil {
+				log.Warn("exec-cache: cannot record the client; a 401 for it will not be noticed", "err", err)
+			}
+		}
+		log.Debug("exec-cache: hit", "client", o.Client.String(), "until", e.ServeUntil)
+		_, err := o.Stdout.Write(e.Output)
+		return err
+	}
+	log.Debug("exec-cache: miss, running the plugin", "reason", reason, "command", o.Command)
+	if err := locked.Delete(); err != nil {
+		return fmt.Errorf("exec-cache: removing the entry: %w", err)
+	}
+	out, err := o.runWrapped(ctx, path, info.Interactive)
+	if err != nil {
+		return err
+	}
+	o.store(locked, log, info, path, out, now)
+	_, err = o.Stdout.Write(out)
+	return err
+}
+
+// lookup returns the locked entry if it may be served to this call, or else why not.
+func (o *Options) lookup(locked *plugin.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, string) {
+	var e entry
+	err := locked.Load(&e)
+	switch {
+	case errors.Is(err, plugin.ErrNoEntry):
+		return nil, "no entry"
+	case err != nil:
+		log.Debug("exec-cache: ignoring a corrupt entry", "err", err)
+		return nil, "unreadable entry (replaced)"
+	case !e.servable(now):
+		return nil, "expired"
+	case info.Response != nil:
+		return nil, fmt.Sprintf("the client says the credential was rejected (spec.response code %d)", info.Response.Code)
+	case e.servedTo(o.Client):
+		return nil, fmt.Sprintf("second call from the client %s it was served to: a refresh after a 401", o.Client)
+	}
+	if _, err := execcred.DecodeOutput(info.APIVersion, e.Output); err != nil {
+		return nil, "invalid stored answer (replaced)"
+	}
+	return &e, ""
+}
+
+// store saves a successful answer if it may be cached; a reason not to is logged.
+func (o *Options) store(locked *plugin.Locked, log *slog.Logger, info *plugin.Info, path string, out []byte, started time.Time) {
+	cred, err := execcred.DecodeOutput(info.APIVersion, out)
+	if err != nil {
+		log.Warn("exec-cache: not caching the answer: it is not a valid ExecCredential", "err", err)
+		return
+	}
+	if cred.Proxy != nil {
+		log.Debug("exec-cache: not caching an exec proxy answer: it points to a running proxy")
+		return
+	}
+	var expiration *time.Time
+	if !cred.Expiry.IsZero() {
+		expiration = &cred.Expiry
+	}
+	until, ok := serveUntil(started, expiration, o.skew(), o.DefaultTTL)
+	if !ok {
+		log.Debug("exec-cache: not caching the answer", "expirationTimestamp", expiration, "defaultTTL", o.DefaultTTL)
+		return
+	}
+	e := entry{
+		Schema: entrySchema, Command: path, Args: o.Args, APIVersion: info.APIVersion,
+		Stored: started, Expiration: expiration, ServeUntil: until, Output: out,
+	}
+	if info.Cluster != nil {
+		e.Server = info.Cluster.Server
+	}
+	e.addClient(o.Client)
+	if err := locked.Save(e); err != nil {
+		log.Warn("exec-cache: cannot store the answer", "err", err)
+	}
+}
+
+// runWrapped runs the wrapped plugin with the wrapper's own environment and stdio and
+// returns its stdout. On a failure exit it prints the plugin's stdout unchanged first.
+func (o *Options) runWrapped(ctx context.Context, path string, interactive bool) ([]byte, error) {
+	r := &execplugin.Runner{Environ: func() []string { return o.Environ }, Stderr: o.Stderr}
+	c := execplugin.Command{Path: path, Args: o.Args}
+	if interactive && o.Stdin != nil {
+		c.Stdin = execplugin.TerminalStdin(o.Stdin)
+	} else {
+		c.Timeout = o.Timeout
+	}
+	res, err := r.Run(ctx, c)
+	var exitErr *execplugin.ExitError
+	if errors.As(err, &exitErr) {
+		if _, werr := o.Stdout.Write(exitErr.Stdout); werr != nil {
+			return nil, errors.Join(err, werr)
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("exec-cache: %w", err)
+	}
+	return res.Stdout, nil
+}
+
+// execInfo parses the last KUBERNETES_EXEC_INFO in env, as the plugin would see it; nil
+// when it is unset or empty.
+func execInfo(env []string) (*plugin.Info, error) {
+	value := ""
+	for _, kv := range env {
+		if name, v, ok := strings.Cut(kv, "="); ok && envName(name) == execcred.InfoEnv {
+			value = v
+		}
+	}
+	if value == "" {
+		return nil, nil
+	}
+	info, err := plugin.LoadInfo(value)
+	if err != nil {
+		return nil, &InfoError{Err: err}
+	}
+	return info, nil
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+func (o *Options) skew() time.Duration {
+	switch {
+	case o.Skew == 0:
+		return DefaultSkew
+	case o.Skew < 0:
+		return 0
+	}
+	return o.Skew
+}

@@ -1,0 +1,519 @@
+package execcache
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/execplugin"
+)
+
+var (
+	kubectlA = Client{PID: 1001, Start: "500"}
+	kubectlB = Client{PID: 1002, Start: "501"}
+	kubectlC = Client{PID: 1003, Start: "502"}
+)
+
+// TestRunServesAndRefreshes walks one entry through its life: a miss runs the plugin,
+// other clients are served the same bytes, and the client the answer was given to calling
+// again is a refresh after a 401.
+func TestRunServesAndRefreshes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	info := execInfoEnv(t, execcred.V1, nil, nil)
+	steps := []struct {
+		name   string
+		client Client
+		want   string
+		runs   int
+	}{
+		{"miss: the plugin runs", kubectlA, answer(execcred.V1, "none", 1, ""), 1},
+		{"another client: served from the cache", kubectlB, answer(execcred.V1, "none", 1, ""), 1},
+		{"a third client", kubectlC, answer(execcred.V1, "none", 1, ""), 1},
+		{"an unknown client is always served", Client{}, answer(execcred.V1, "none", 1, ""), 1},
+		{"the first client again: its 401 refresh runs the plugin", kubectlA, answer(execcred.V1, "none", 2, ""), 2},
+		{"B was served the old answer, not this one: served", kubectlB, answer(execcred.V1, "none", 2, ""), 2},
+		{"B again: refresh", kubectlB, answer(execcred.V1, "none", 3, ""), 3},
+		{"A was not served this generation: served", kubectlA, answer(execcred.V1, "none", 3, ""), 3},
+		{"same pid, different start time: another process", Client{PID: 1001, Start: "999"}, answer(execcred.V1, "none", 3, ""), 3},
+	}
+	for _, s := range steps {
+		out, err := h.call(s.client, info)
+		if err != nil || out != s.want || h.plugin.runs() != s.runs {
+			t.Errorf("%s: %q, %v after %d runs\nwant %q after %d", s.name, out, err, h.plugin.runs(), s.want, s.runs)
+		}
+	}
+	if h.stderr.Len() != 0 {
+		t.Errorf("stderr %q, want nothing at the default log level", h.stderr.String())
+	}
+}
+
+// TestRunV1alpha1Response: a v1alpha1 client that sends spec.response (the server
+// rejected the credential) gets a fresh one, whoever it is.
+func TestRunV1alpha1Response(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	plain := execInfoEnv(t, execcred.V1alpha1, nil, nil)
+	rejected := execInfoEnv(t, execcred.V1alpha1, nil, &execcred.Response{Code: 401, Header: map[string][]string{"Www-Authenticate": {"Bearer"}}})
+	for i, s := range []struct {
+		client Client
+		info   string
+		runs   int
+	}{{kubectlA, plain, 1}, {kubectlB, plain, 1}, {kubectlC, rejected, 2}, {kubectlB, plain, 2}} {
+		out, err := h.call(s.client, s.info)
+		if want := answer(execcred.V1alpha1, "none", s.runs, ""); err != nil || out != want || h.plugin.runs() != s.runs {
+			t.Errorf("call %d: %q, %v after %d runs, want %q", i, out, err, h.plugin.runs(), want)
+		}
+	}
+}
+
+func TestRunExpiryAndSkew(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		expiry    time.Duration // from start; 0: none
+		skew, ttl time.Duration
+		servedFor time.Duration // the last moment still served
+		notCached bool
+	}{
+		{name: "default skew: 1m before expiry", expiry: 10 * time.Minute, servedFor: 9*time.Minute - time.Second},
+		{name: "skew flag", expiry: 10 * time.Minute, skew: 5 * time.Minute, servedFor: 5*time.Minute - time.Second},
+		{name: "no skew", expiry: 10 * time.Minute, skew: -1, servedFor: 10*time.Minute - time.Second},
+		{name: "short-lived: at most half the lifetime is skew", expiry: time.Minute, servedFor: 30*time.Second - time.Second},
+		{name: "already expired: not cached", expiry: -time.Minute, notCached: true},
+		{name: "no expiry: default TTL", ttl: 20 * time.Minute, servedFor: 20*time.Minute - time.Second},
+		{name: "no expiry, TTL 0: not cached", notCached: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.opts.Skew, h.opts.DefaultTTL = tt.skew, tt.ttl
+			h.now = start
+			expiry := ""
+			if tt.expiry != 0 {
+				expiry = start.Add(tt.expiry).Format(time.RFC3339)
+				h.plugin.set("expiry", expiry)
+			}
+			info := execInfoEnv(t, execcred.V1beta1, nil, nil)
+			if _, err := h.call(kubectlA, info); err != nil {
+				t.Fatal(err)
+			}
+			if tt.notCached {
+				if files := h.entryFiles(); len(files) != 0 {
+					t.Errorf("stored %v", files)
+				}
+				if _, err := h.call(kubectlB, info); err != nil || h.plugin.runs() != 2 {
+					t.Errorf("second call: %v after %d runs, want 2", err, h.plugin.runs())
+				}
+				return
+			}
+			h.now = start.Add(tt.servedFor)
+			out, err := h.call(kubectlB, info)
+			if want := answer(execcred.V1beta1, "none", 1, expiry); err != nil || out != want || h.plugin.runs() != 1 {
+				t.Errorf("at +%v: %q, %v after %d runs, want the cached answer", tt.servedFor, out, err, h.plugin.runs())
+			}
+			h.now = start.Add(tt.servedFor + time.Second)
+			out, err = h.call(kubectlC, info)
+			if want := answer(execcred.V1beta1, "none", 2, expiry); err != nil || out != want || h.plugin.runs() != 2 {
+				t.Errorf("at +%v: %q, %v after %d runs, want a new run", tt.servedFor+time.Second, out, err, h.plugin.runs())
+			}
+		})
+	}
+}
+
+// TestRunKeepsClustersApart: with provideClusterInfo, each cluster gets its own entry,
+// and the environment the plugin sees chooses the entry too.
+func TestRunKeepsClustersApart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	prod := execInfoEnv(t, execcred.V1, &execcred.Cluster{Server: "https://prod:6443", Config: []byte("null")}, nil)
+	dev := execInfoEnv(t, execcred.V1, &execcred.Cluster{Server: "https://dev:6443", Config: []byte("null")}, nil)
+	calls := []struct {
+		info, want string
+		runs       int
+	}{
+		{prod, answer(execcred.V1, "https://prod:6443", 1, ""), 1},
+		{dev, answer(execcred.V1, "https://dev:6443", 2, ""), 2},
+		{prod, answer(execcred.V1, "https://prod:6443", 1, ""), 2},
+		{dev, answer(execcred.V1, "https://dev:6443", 2, ""), 2},
+	}
+	for i, c := range calls {
+		out, err := h.call(Client{}, c.info)
+		if err != nil || out != c.want || h.plugin.runs() != c.runs {
+			t.Errorf("call %d: %q, %v after %d runs, want %q", i, out, err, h.plugin.runs(), c.want)
+		}
+	}
+	if n := len(h.entryFiles()); n != 2 {
+		t.Errorf("%d entries, want 2", n)
+	}
+	// A variable such as a kubeconfig's exec env sets is part of the key; one that only
+	// differs between shells is not; other arguments are another entry.
+	for _, c := range []struct {
+		env  []string
+		args []string
+		runs int
+	}{
+		{[]string{"AWS_PROFILE=prod"}, nil, 3},
+		{[]string{"AWS_PROFILE=dev"}, nil, 4},
+		{[]string{"AWS_PROFILE=prod", "PWD=/elsewhere", "TERM_SESSION_ID=42", "_=/usr/bin/helm"}, nil, 4},
+		{[]string{"AWS_PROFILE=prod"}, []string{"--profile=other"}, 5},
+	} {
+		h.env = c.env
+		h.opts.Args = append([]string{"-test.run=^$"}, c.args...)
+		if _, err := h.call(Client{}, prod); err != nil || h.plugin.runs() != c.runs {
+			t.Errorf("env %v args %v: %v after %d runs, want %d", c.env, c.args, err, h.plugin.runs(), c.runs)
+		}
+	}
+}
+
+// TestRunFailures: a failing plugin's stdout, stderr and exit code come through; nothing
+// is stored, and an entry being refreshed is gone even when the refresh fails.
+func TestRunFailures(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	info := execInfoEnv(t, execcred.V1, nil, nil)
+	if _, err := h.call(kubectlA, info); err != nil {
+		t.Fatal(err)
+	}
+	h.plugin.set("exit", "3")
+	h.plugin.set("stdout", `{"kind":"Status","message":"login required"}`)
+	h.plugin.set("stderr", "error: login required\n")
+	out, err := h.call(kubectlA, info) // a refresh, which fails
+	var exitErr *execplugin.ExitError
+	if !errors.As(err, &exitErr) || exitErr.Code != 3 || out != `{"kind":"Status","message":"login required"}` || h.stderr.String() != "error: login required\n" {
+		t.Errorf("failing plugin: %q, %v, stderr %q", out, err, h.stderr.String())
+	}
+	if files := h.entryFiles(); len(files) != 0 {
+		t.Errorf("entries %v after a failed refresh, want the rejected one gone", files)
+	}
+	// Exit 0 with an answer that is not a valid credential: printed unchanged, not stored.
+	h.plugin.set("exit", "")
+	h.plugin.set("stderr", "")
+	h.stderr.Reset()
+	for _, bad := range []string{"not json", `{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}}`, `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}}`} {
+		h.plugin.set("stdout", bad)
+		out, err := h.call(kubectlB, info)
+		if err != nil || out != bad || len(h.entryFiles()) != 0 {
+			t.Errorf("invalid answer %q: printed %q, %v, %d entries", bad, out, err, len(h.entryFiles()))
+		}
+	}
+	if got := strings.Count(h.stderr.String(), `level=WARN msg="exec-cache: not caching the answer: it is not a valid ExecCredential"`); got != 3 {
+		t.Errorf("%d warnings, want 3: %q", got, h.stderr.String())
+	}
+}
+
+func TestRunBadInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	_, err := h.call(kubectlA, execcred.InfoEnv+`={"apiVersion":"client.authentication.k8s.io/v2","kind":"ExecCredential"}`)
+	if err == nil || err.Error() != `exec-cache: KUBERNETES_EXEC_INFO has unsupported apiVersion "client.authentication.k8s.io/v2"` {
+		t.Errorf("bad exec info: %v", err)
+	}
+	_, err = h.call(kubectlA, execcred.InfoEnv+`=garbage`)
+	if err == nil || !strings.HasPrefix(err.Error(), "exec-cache: KUBERNETES_EXEC_INFO is not an ExecCredential: ") {
+		t.Errorf("garbage exec info: %v", err)
+	}
+	h.opts.Command = filepath.Join(t.TempDir(), "missing-plugin")
+	_, err = h.call(kubectlA, execInfoEnv(t, execcred.V1, nil, nil))
+	if err == nil || err.Error() != `exec-cache: plugin "`+h.opts.Command+`" not found: `+h.opts.Command+` does not exist` {
+		t.Errorf("missing plugin: %v", err)
+	}
+	if h.plugin.runs() != 0 || len(h.entryFiles()) != 0 {
+		t.Errorf("%d runs, %d entries after bad input", h.plugin.runs(), len(h.entryFiles()))
+	}
+}
+
+// TestRunWithoutExecInfo: run by hand, the wrapper passes the plugin through uncached.
+func TestRunWithoutExecInfo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for i := 1; i <= 2; i++ {
+		out, err := h.call(kubectlA, "")
+		if err != nil || out != answer("", "none", i, "") {
+			t.Errorf("call %d: %q, %v", i, out, err)
+		}
+	}
+	if len(h.entryFiles()) != 0 {
+		t.Error("stored an answer without KUBERNETES_EXEC_INFO")
+	}
+}
+
+// TestRunReplacesCorruptEntries: a truncated or garbage entry is a miss and is replaced.
+func TestRunReplacesCorruptEntries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	info := execInfoEnv(t, execcred.V1, nil, nil)
+	if _, err := h.call(kubectlA, info); err != nil {
+		t.Fatal(err)
+	}
+	files := h.entryFiles()
+	if len(files) != 1 {
+		t.Fatalf("entries %v", files)
+	}
+	valid, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, corrupt := range [][]byte{
+		valid[:len(valid)/2],
+		[]byte("\x00\x01garbage"),
+		{},
+		[]byte(strings.Replace(string(valid), `"schema":1`, `"schema":7`, 1)),
+		[]byte(strings.Replace(string(valid), `"output":"`, `"output":"AAAA`, 1)), // not a credential
+	} {
+		if err := os.WriteFile(files[0], corrupt, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := h.call(Client{}, info)
+		if want := answer(execcred.V1, "none", i+2, ""); err != nil || out != want {
+			t.Errorf("corruption %d: %q, %v, want a new run", i, out, err)
+		}
+		if out, _ := h.call(Client{}, info); out != answer(execcred.V1, "none", i+2, "") {
+			t.Errorf("corruption %d: not replaced: %q", i, out)
+		}
+	}
+}
+
+func TestRunPermissions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	if err := os.MkdirAll(h.cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(h.cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.call(kubectlA, execInfoEnv(t, execcred.V1, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(h.cache); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("cache directory: %v, %v; want 0700", fi.Mode().Perm(), err)
+	}
+	entries, _ := os.ReadDir(h.cache)
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want 0600", e.Name(), fi.Mode().Perm(), err)
+		}
+	}
+	if len(entries) != 2 { // the entry and its lock file
+		t.Errorf("%d files, want 2", len(entries))
+	}
+	// A symbolic link in place of the directory is refused.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(h.cache, link); err != nil {
+		t.Fatal(err)
+	}
+	h.opts.Dir = link
+	if _, err := h.call(kubectlA, execInfoEnv(t, execcred.V1, nil, nil)); err == nil || !strings.Contains(err.Error(), "is not a directory (a symbolic link is not accepted)") {
+		t.Errorf("symlinked cache directory: %v", err)
+	}
+}
+
+// wrapperProcess runs the test binary as the wrapper, as the child of a shell of its own
+// (a client process of its own), or as a direct child of the test when sameParent.
+func wrapperProcess(env []string, sameParent bool) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `"$0" -test.run='^$'; exit $?`, os.Args[0])
+	if sameParent {
+		cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	}
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("wrapper: %w: %s", err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// TestRunConcurrentProcesses: 20 wrapper processes at once, each with a client process of
+// its own, make one run of a slow plugin and print the same answer.
+func TestRunConcurrentProcesses(t *testing.T) {
+	t.Parallel()
+	p := newFakePlugin(t)
+	p.set("sleep", "300ms")
+	cache := filepath.Join(t.TempDir(), "cache")
+	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, noRaceExitSleep, execInfoEnv(t, execcred.V1, nil, nil))
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		outs = map[string]int{}
+	)
+	for range 20 {
+		wg.Go(func() {
+			out, err := wrapperProcess(env, false)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+			}
+			outs[out]++
+		})
+	}
+	wg.Wait()
+	if p.runs() != 1 || len(outs) != 1 || outs[answer(execcred.V1, "none", 1, "")] != 20 {
+		t.Errorf("20 concurrent wrappers: %d plugin runs, answers %v", p.runs(), outs)
+	}
+}
+
+// TestRunSameParentRefreshes: the client is really the wrapper's parent process. Called
+// twice by the same process, the second call is a refresh; a sibling client is served.
+func TestRunSameParentRefreshes(t *testing.T) {
+	t.Parallel()
+	p := newFakePlugin(t)
+	cache := filepath.Join(t.TempDir(), "cache")
+	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, noRaceExitSleep, execInfoEnv(t, execcred.V1, nil, nil))
+	for i, c := range []struct {
+		sameParent bool
+		runs       int
+	}{{true, 1}, {false, 1}, {true, 2}, {false, 2}} {
+		out, err := wrapperProcess(env, c.sameParent)
+		if want := answer(execcred.V1, "none", c.runs, ""); err != nil || out != want || p.runs() != c.runs {
+			t.Errorf("call %d (from the test process: %v): %q, %v after %d runs, want %q", i, c.sameParent, out, err, p.runs(), want)
+		}
+	}
+}
+
+// TestRunConcurrentGoroutines: the lock also holds between goroutines of one process.
+func TestRunConcurrentGoroutines(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.plugin.set("sleep", "100ms")
+	info := execInfoEnv(t, execcred.V1, nil, nil)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			var out bytes.Buffer
+			o := h.opts
+			o.Environ = []string{pluginEnv + "=" + h.plugin.dir, noRaceExitSleep, info}
+			o.Stdout, o.Stderr, o.Client = &out, &bytes.Buffer{}, Client{PID: 2000 + i}
+			if err := Run(context.Background(), o); err != nil || out.String() != answer(execcred.V1, "none", 1, "") {
+				t.Errorf("goroutine %d: %q, %v", i, out.String(), err)
+			}
+		})
+	}
+	wg.Wait()
+	if h.plugin.runs() != 1 {
+		t.Errorf("%d runs, want 1", h.plugin.runs())
+	}
+}
+
+func TestListAndClear(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.plugin.set("expiry", h.now.Add(time.Hour).Format(time.RFC3339))
+	for _, server := range []string{"https://a:6443", "https://b:6443"} {
+		if _, err := h.call(kubectlA, execInfoEnv(t, execcred.V1, &execcred.Cluster{Server: server, Config: []byte("null")}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.opts.Args = []string{"-test.run=^$", "--client-secret", "s3cr3t", "--password=hunter2"}
+	if _, err := h.call(kubectlB, execInfoEnv(t, execcred.V1, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.cache, "0123456789abcdef0123456789abcdef.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := List(h.cache, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers, args []string
+	corrupt := 0
+	for _, l := range listed {
+		if l.Corrupt {
+			corrupt++
+			continue
+		}
+		servers = append(servers, l.Server)
+		if !l.Servable || l.Clients != 1 || !strings.HasPrefix(l.Credential, "token (") {
+			t.Errorf("entry %+v", l)
+		}
+		if len(l.Args) > 1 {
+			args = l.Args
+		}
+	}
+	if corrupt != 1 || len(servers) != 3 {
+		t.Errorf("listed %d corrupt, servers %v", corrupt, servers)
+	}
+	if want := []string{"-test.run=^$", "--client-secret", "<redacted>", "--password=<redacted>"}; strings.Join(args, " ") != strings.Join(want, " ") {
+		t.Errorf("listed args %q, want %q", args, want)
+	}
+	n, err := Clear(h.cache, os.Args[0], []string{"-test.run=^$"})
+	if err != nil || n != 2 {
+		t.Errorf("clear of one command: %d, %v; want its 2 entries", n, err)
+	}
+	n, err = Clear(h.cache, "", nil)
+	if err != nil || n != 2 {
+		t.Errorf("clear all: %d, %v; want the other entry and the corrupt one", n, err)
+	}
+	if len(h.entryFiles()) != 0 {
+		t.Errorf("left %v", h.entryFiles())
+	}
+}
+
+// TestRunDoesNotStoreProxyAnswers: an exec proxy answer names a running proxy, so it is
+// passed on but never stored.
+func TestRunDoesNotStoreProxyAnswers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	certPEM, keyPEM := selfSignedPEM(t)
+	answer, err := json.Marshal(map[string]any{
+		"apiVersion": execcred.V1, "kind": "ExecCredential",
+		"status": map[string]any{
+			"clientCertificateData": string(certPEM), "clientKeyData": string(keyPEM),
+			"proxyConfig": map[string]any{"url": "unix:///run/proxy.sock", "certificate-authority-data": certPEM},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.plugin.set("stdout", string(answer))
+	for i := 1; i <= 2; i++ {
+		out, err := h.call(Client{}, execInfoEnv(t, execcred.V1, nil, nil))
+		if err != nil || out != string(answer) || h.plugin.runs() != i || len(h.entryFiles()) != 0 {
+			t.Errorf("call %d: %q, %v after %d runs, %d entries", i, out, err, h.plugin.runs(), len(h.entryFiles()))
+		}
+	}
+}
+
+func selfSignedPEM(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxy-client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
