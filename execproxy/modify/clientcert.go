@@ -1,6 +1,7 @@
 package modify
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -188,4 +189,33 @@ func (s *rotatingSessionCache) Put(key string, cs *tls.ClientSessionState) {
 	gen := s.c.gen
 	s.c.mu.Unlock()
 	s.forGen(gen).Put(key, cs)
+}
+
+// Watch checks the certificate file every interval until ctx ends, and sends on the
+// returned channel after each rotation (for execproxy/server.Options.CloseIdleConnections,
+// so that pooled connections do not keep the old identity). The channel is closed when
+// ctx ends.
+func (c *ClientCertificate) Watch(ctx context.Context, interval time.Duration) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	go func() {
+		defer close(ch)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		_, last := c.current()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, gen := c.current(); gen != last {
+				last = gen
+				select {
+				case ch <- struct{}{}:
+				default: // one pending signal is enough
+				}
+			}
+		}
+	}()
+	return ch
 }

@@ -97,6 +97,13 @@ func TestRotationWithoutRestart(t *testing.T) {
 	if got := getBody(t, c, srv.URL); got != "alice-1 resumed=false" {
 		t.Fatalf("before rotation: %q", got)
 	}
+	watchCtx, stopWatching := context.WithCancel(context.Background())
+	rotated := cc.Watch(watchCtx, 10*time.Millisecond)
+	defer func() {
+		stopWatching()
+		for range rotated { // until Watch has stopped
+		}
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/stream", nil)
@@ -114,6 +121,11 @@ func TestRotationWithoutRestart(t *testing.T) {
 	key2, _ := rsa.GenerateKey(rand.Reader, 2048)
 	writeFile(t, keyFile, keyPEM(t, key2))
 	writeFile(t, certFile, ca.issueNow(t, "alice-2", key2.Public()))
+	select {
+	case <-rotated:
+	case <-time.After(10 * time.Second):
+		t.Error("Watch did not report the rotation")
+	}
 	for range 2 {
 		if got := getBody(t, c, srv.URL); got != "alice-2 resumed=false" && got != "alice-2 resumed=true" {
 			t.Errorf("after rotation: %q, want alice-2", got)

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strings"
@@ -144,4 +145,37 @@ func checkTLSKeyType(pub crypto.PublicKey) error {
 		return nil
 	}
 	return fmt.Errorf("unsupported key type %s: want ECDSA P-256, P-384 or P-521, RSA of at least 2048 bits, or Ed25519", keyTypeName(pub))
+}
+
+// soleKeyer is a KeySource that can name its key without a certificate to match.
+type soleKeyer interface {
+	soleKey() (crypto.Signer, error)
+}
+
+// OpenSigningKey opens the key a URI names (see OpenKey) for signing requests, where no
+// certificate says which public key to expect: the URI must name exactly one key. Close
+// the returned io.Closer when done with the signer.
+func OpenSigningKey(uri string, o KeyOptions) (crypto.Signer, io.Closer, error) {
+	ks, err := OpenKey(uri, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := ks.(soleKeyer).soleKey()
+	if err != nil {
+		_ = ks.Close()
+		return nil, nil, err
+	}
+	return key, ks, nil
+}
+
+func (f fileKey) soleKey() (crypto.Signer, error) {
+	b, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, fmt.Errorf("reading key: %w", err)
+	}
+	key, err := parsePEMKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", f, err)
+	}
+	return key, nil
 }

@@ -100,3 +100,14 @@ func (k *pkcs11Key) Key(pub crypto.PublicKey) (crypto.Signer, error) {
 }
 
 func (k *pkcs11Key) Close() error { return k.ctx.Close() }
+
+func (k *pkcs11Key) soleKey() (crypto.Signer, error) {
+	keys, err := k.find()
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) != 1 {
+		return nil, fmt.Errorf("pkcs11: %d keys match %s on %s; name one with id=", len(keys), k.uri.objectName(), k.uri.tokenName())
+	}
+	return keys[0], nil
+}

@@ -28,6 +28,14 @@ func newHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.CloseIdleConnections != nil {
+		go func() {
+			for range o.CloseIdleConnections {
+				streams.CloseIdleConnections()
+				upgrades.CloseIdleConnections()
+			}
+		}()
+	}
 	m := o.Metrics
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -65,6 +73,9 @@ func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error
 	}
 	if tlsConfig != nil && o.GetClientCertificate != nil {
 		tlsConfig.GetClientCertificate = o.GetClientCertificate
+	}
+	if tlsConfig != nil && o.ClientSessionCache != nil {
+		tlsConfig.ClientSessionCache = o.ClientSessionCache
 	}
 	proxy := cfg.Proxy
 	if proxy == nil {
