@@ -44,10 +44,10 @@ type Options struct {
 	// ClientSessionCache, if set, lets connections to the API server resume TLS sessions,
 	// so that a hardware-held client key signs once per full handshake, not per connection.
 	ClientSessionCache tls.ClientSessionCache
-	// CloseIdleConnections, if set, closes the idle connections to the API server on each
-	// receive, so that the next request opens a new one, e.g. with a rotated client
-	// certificate. Requests in flight and upgraded streams are not touched. The owner closes
-	// the channel when Serve has returned.
+	// CloseIdleConnections, if set, retires the pool of connections to the API server on
+	// each receive, so that later requests open new connections, e.g. with a rotated client
+	// certificate; requests in flight (watches, upgraded streams) finish on the old ones.
+	// The owner closes the channel once Serve has returned.
 	CloseIdleConnections <-chan struct{}
 	// Ready is called once the proxy listens, with the ExecCredential status the plugin
 	// must print (apiVersion and kind are the plugin's to add).
