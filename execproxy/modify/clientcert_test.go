@@ -233,7 +233,7 @@ func mustOpen(t *testing.T, uri string) modify.KeySource {
 func TestOpenKeySchemes(t *testing.T) {
 	for uri, want := range map[string]string{
 		"":                                       "no key given",
-		"kms:alias/foo":                          `key URI "kms:alias/foo": unsupported scheme "kms": want a file path, file: or pkcs11:`,
+		"kms:alias/foo":                          `key URI "kms:alias/foo": unsupported scheme "kms": want a file path, file:PATH or a pkcs11 URI`,
 		"pkcs11:object=a":                        `pkcs11: "pkcs11:object=a" names no token: add token=LABEL or serial=`,
 		"pkcs11:token=t;pin=1":                   `pkcs11: unknown attribute "pin"`,
 		"pkcs11:token=t?pin-value=1234;object=o": "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN",

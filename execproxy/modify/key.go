@@ -65,7 +65,7 @@ func OpenKey(uri string, o KeyOptions) (KeySource, error) {
 		}
 		return fileKey(path), nil
 	case strings.Contains(uri, ":") && !strings.ContainsAny(uri[:strings.Index(uri, ":")], `/\.`) && strings.Index(uri, ":") > 1:
-		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file: or pkcs11:", uri, uri[:strings.Index(uri, ":")])
+		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH or a pkcs11 URI", uri, uri[:strings.Index(uri, ":")])
 	}
 	return fileKey(uri), nil
 }
@@ -74,7 +74,7 @@ func OpenKey(uri string, o KeyOptions) (KeySource, error) {
 type fileKey string
 
 func (f fileKey) Key(pub crypto.PublicKey) (crypto.Signer, error) {
-	b, err := os.ReadFile(string(f))
+	b, err := os.ReadFile(string(f)) //nolint:gosec // the key file the user named
 	if err != nil {
 		return nil, fmt.Errorf("reading key: %w", err)
 	}

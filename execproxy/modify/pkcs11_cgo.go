@@ -47,7 +47,7 @@ func openPKCS11(u *PKCS11URI, o KeyOptions) (KeySource, error) {
 		var code pkcs11.Error
 		switch {
 		case errors.As(err, &code) && (code == pkcs11.CKR_PIN_INCORRECT || code == pkcs11.CKR_PIN_INVALID || code == pkcs11.CKR_PIN_LEN_RANGE):
-			return nil, fmt.Errorf("pkcs11: %s refused the PIN (%v)", u.tokenName(), code)
+			return nil, fmt.Errorf("pkcs11: %s refused the PIN: %w", u.tokenName(), code)
 		case errors.As(err, &code) && code == pkcs11.CKR_PIN_LOCKED:
 			return nil, fmt.Errorf("pkcs11: the PIN of %s is locked; unlock it with the SO PIN", u.tokenName())
 		case strings.Contains(err.Error(), "could not find PKCS#11 token"):

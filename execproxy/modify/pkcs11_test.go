@@ -71,7 +71,7 @@ func TestPKCS11ClientKeys(t *testing.T) {
 			name, cert, uri, want string
 			opts                  modify.KeyOptions
 		}{
-			{"wrong PIN", ecCert, tok.URI("alice-ec", wrongPIN), `pkcs11: token "kplug-test" refused the PIN (`, modify.KeyOptions{}},
+			{"wrong PIN", ecCert, tok.URI("alice-ec", wrongPIN), `pkcs11: token "kplug-test" refused the PIN: pkcs11: 0xA0: CKR_PIN_INCORRECT`, modify.KeyOptions{}},
 			{"no PIN", ecCert, tok.URI("alice-ec", ""), `pkcs11: no PIN for token "kplug-test": add pin-source=file:PATH to the URI or set KPLUG_PKCS11_PIN`, modify.KeyOptions{}},
 			{"missing token", ecCert, strings.Replace(tok.URI("alice-ec", pinFile), "token=kplug-test", "token=nope", 1),
 				`pkcs11: no token "nope" in module ` + tok.Module, modify.KeyOptions{}},

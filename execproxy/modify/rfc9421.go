@@ -206,13 +206,8 @@ func isPrintableASCII(s string) bool {
 }
 
 func isSFKey(s string) bool {
-	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] == '*') {
+	if s == "" || (s[0] < 'a' || s[0] > 'z') && s[0] != '*' {
 		return false
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.*", r)) {
-			return false
-		}
-	}
-	return true
+	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-.*") == ""
 }

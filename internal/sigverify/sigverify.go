@@ -91,7 +91,7 @@ func SigV4(r *http.Request, body []byte, service, region string, lookup func(acc
 	if when.Sub(now).Abs() > MaxSkew {
 		return "", fmt.Errorf("signed at %s, too far from now", when)
 	}
-	again, err := http.NewRequestWithContext(context.Background(), r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
+	again, err := http.NewRequestWithContext(context.Background(), r.Method, "http://"+r.Host+r.URL.RequestURI(), nil) //nolint:gosec // never sent: only signed again
 	if err != nil {
 		return "", err
 	}
@@ -114,11 +114,11 @@ func SigV4(r *http.Request, body []byte, service, region string, lookup func(acc
 func HTTPSig(r *http.Request, body []byte, label string, lookup func(keyID string) (crypto.PublicKey, bool), now time.Time) (string, error) {
 	inputs, err := httpsfv.UnmarshalDictionary(r.Header.Values("Signature-Input"))
 	if err != nil {
-		return "", fmt.Errorf("Signature-Input: %w", err)
+		return "", fmt.Errorf("signature-input header: %w", err)
 	}
 	sigs, err := httpsfv.UnmarshalDictionary(r.Header.Values("Signature"))
 	if err != nil {
-		return "", fmt.Errorf("Signature: %w", err)
+		return "", fmt.Errorf("signature header: %w", err)
 	}
 	in, ok1 := inputs.Get(label)
 	sigMember, ok2 := sigs.Get(label)

@@ -65,7 +65,7 @@ func NewToken(dir, label, pin string) (*Token, error) {
 	cmd := exec.Command("softhsm2-util", "--init-token", "--free", "--label", label, "--pin", pin, "--so-pin", pin+"-so") //nolint:gosec,noctx // test setup
 	cmd.Env = append(os.Environ(), ConfEnv+"="+conf)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("softhsm2-util --init-token: %v: %s", err, out)
+		return nil, fmt.Errorf("softhsm2-util --init-token: %w: %s", err, out)
 	}
 	return &Token{Module: module, Conf: conf, Label: label, PIN: pin}, nil
 }

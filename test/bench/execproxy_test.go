@@ -153,7 +153,9 @@ func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Op
 		client.CloseIdleConnections()
 		_ = bridge.Close()
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			b.Errorf("Serve: %v", err)
+		}
 		_ = lock.Close()
 	})
 	return client

@@ -75,7 +75,7 @@ func (ca *clientCA) issue(b *testing.B, dir, name string, pub crypto.PublicKey) 
 // closes every connection after one response, so that each request needs a new TLS
 // connection to the upstream; otherwise connections are pooled over HTTP/2.
 func mtlsUpstream(b *testing.B, ca *clientCA, closeEach bool) *rest.Config {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if closeEach {
 			w.Header().Set("Connection", "close")
 		}
