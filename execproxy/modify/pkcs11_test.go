@@ -4,11 +4,13 @@ package modify_test
 
 import (
 	"crypto"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/internal/softhsm"
@@ -125,6 +127,27 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		})
 	}
 
+	t.Run("RFC 9421 signatures made on the token", func(t *testing.T) {
+		key, closer, err := modify.OpenSigningKey(tok.URI("alice-ec", pinFile), modify.KeyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closer.Close()
+		if !publicKeyEqual(key.Public(), ecPub) {
+			t.Fatal("OpenSigningKey returned another key")
+		}
+		now := time.Now()
+		sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: key, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := verifyingServer(t, verifyHTTPSig(ecPub, "kplug", now))
+		c := &http.Client{Transport: modifying{modify: sign, base: http.DefaultTransport}}
+		if got, err := send(t, c, "POST", srv.URL+"/api/v1/namespaces/default/configmaps", `{"kind":"ConfigMap"}`, header("Impersonate-User", "bob")); err != nil || got != "ok" {
+			t.Errorf("verifier: %q, %v", got, err)
+		}
+	})
+
 	t.Run("rotation to a new key on the token", func(t *testing.T) {
 		srv := mtlsServer(t, ca, 0, nil)
 		certFile := write("rotating.crt", ca.issueNow(t, "alice-ec", ecPub))
@@ -140,4 +163,9 @@ func TestPKCS11ClientKeys(t *testing.T) {
 			t.Errorf("after rotation: %q, want alice-ec-2 in a full handshake", got)
 		}
 	})
+}
+
+func publicKeyEqual(a, b crypto.PublicKey) bool {
+	e, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && e.Equal(b)
 }
