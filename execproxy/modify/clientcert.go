@@ -15,7 +15,8 @@ import (
 
 // ClientCertOptions configure NewClientCertificate.
 type ClientCertOptions struct {
-	// CertFile is the PEM certificate, optionally followed by its intermediates. Required.
+	// CertFile is the PEM certificate, optionally followed by its intermediates. Empty
+	// means the certificate object stored on the PKCS#11 token under the key's label.
 	CertFile string
 	// Key finds the certificate's private key (OpenKey). Required; closed by Close.
 	Key KeySource
@@ -29,8 +30,9 @@ type ClientCertOptions struct {
 // ClientCertificate is a TLS client certificate whose key may be held outside the process,
 // for execproxy/server.Options.GetClientCertificate and ClientSessionCache.
 //
-// It reads the certificate file again whenever a new connection starts (a few kilobytes;
-// file times are too coarse to tell two quick writes apart). A changed, valid certificate with a matching key is used from then on: new
+// It reads the certificate file (or the token's certificate object) again whenever a new
+// connection starts: a few kilobytes, and no signature; file times are too coarse to tell
+// two quick writes apart. A changed, valid certificate with a matching key is used from then on: new
 // connections authenticate with it, and sessions resumed under the old one are forgotten.
 // Open connections, and the streams on them, are left alone. A replacement that is
 // unreadable, expired or without its key is logged and the current certificate kept.
@@ -54,26 +56,45 @@ type ClientCertificate struct {
 // NewClientCertificate loads the certificate and its key and checks them: the certificate
 // is valid now, its key type is one TLS can use, and the key matches it.
 func NewClientCertificate(o ClientCertOptions) (*ClientCertificate, error) {
-	if o.CertFile == "" || o.Key == nil {
-		return nil, errors.New("client certificate: a certificate file and a key are both required")
+	if o.Key == nil {
+		return nil, errors.New("client certificate: no key")
+	}
+	if _, onToken := o.Key.(certificateHolder); o.CertFile == "" && !onToken {
+		return nil, errors.New("client certificate: no certificate file, and the key is not on a token that could hold the certificate")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	c := &ClientCertificate{o: o}
 	c.cache = &rotatingSessionCache{c: c}
-	st, err := os.ReadFile(o.CertFile)
+	st, err := c.read()
 	if err != nil {
 		return nil, fmt.Errorf("client certificate: %w", err)
 	}
 	if c.cert, err = c.load(st); err != nil {
-		return nil, fmt.Errorf("client certificate %s: %w", o.CertFile, err)
+		return nil, fmt.Errorf("client certificate %s: %w", c.source(), err)
 	}
 	c.stamp = string(st)
 	return c, nil
 }
 
-// load reads the certificate file and finds its key.
+// read returns the certificate (PEM), from the file or the token.
+func (c *ClientCertificate) read() ([]byte, error) {
+	if c.o.CertFile == "" {
+		return c.o.Key.(certificateHolder).certificate()
+	}
+	return os.ReadFile(c.o.CertFile)
+}
+
+// source names where the certificate comes from, for messages.
+func (c *ClientCertificate) source() string {
+	if c.o.CertFile == "" {
+		return "on the token"
+	}
+	return c.o.CertFile
+}
+
+// load parses the certificate, checks it and finds its key.
 func (c *ClientCertificate) load(b []byte) (*tls.Certificate, error) {
 	var chain [][]byte
 	for {
@@ -115,7 +136,7 @@ func (c *ClientCertificate) load(b []byte) (*tls.Certificate, error) {
 func (c *ClientCertificate) current() (*tls.Certificate, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, err := os.ReadFile(c.o.CertFile)
+	b, err := c.read()
 	st := string(b)
 	if err != nil || st == c.stamp || st == c.refused && c.o.Now().Before(c.retry) {
 		return c.cert, c.gen
@@ -124,14 +145,14 @@ func (c *ClientCertificate) current() (*tls.Certificate, uint64) {
 	if err != nil {
 		// Possibly half-written, or its new key not written yet: try again in a while.
 		if st != c.refused {
-			c.log().Warn("client certificate: keeping the current certificate; its replacement cannot be used", "file", c.o.CertFile, "error", err)
+			c.log().Warn("client certificate: keeping the current certificate; its replacement cannot be used", "source", c.source(), "error", err)
 		}
 		c.refused, c.retry = st, c.o.Now().Add(time.Second)
 		return c.cert, c.gen
 	}
 	c.cert, c.stamp, c.refused = cert, st, ""
 	c.gen++
-	c.log().Info("client certificate: rotated", "file", c.o.CertFile, "subject", cert.Leaf.Subject.String(), "notAfter", cert.Leaf.NotAfter)
+	c.log().Info("client certificate: rotated", "source", c.source(), "subject", cert.Leaf.Subject.String(), "notAfter", cert.Leaf.NotAfter)
 	return c.cert, c.gen
 }
 
@@ -191,7 +212,7 @@ func (s *rotatingSessionCache) Put(key string, cs *tls.ClientSessionState) {
 	s.forGen(gen).Put(key, cs)
 }
 
-// Watch checks the certificate file every interval until ctx ends, and sends on the
+// Watch checks the certificate every interval until ctx ends, and sends on the
 // returned channel after each rotation (for execproxy/server.Options.CloseIdleConnections,
 // so that pooled connections do not keep the old identity). The channel is closed when
 // ctx ends.

@@ -147,6 +147,11 @@ func checkTLSKeyType(pub crypto.PublicKey) error {
 	return fmt.Errorf("unsupported key type %s: want ECDSA P-256, P-384 or P-521, RSA of at least 2048 bits, or Ed25519", keyTypeName(pub))
 }
 
+// certificateHolder is a KeySource that also stores the certificate (a PKCS#11 token).
+type certificateHolder interface {
+	certificate() ([]byte, error)
+}
+
 // soleKeyer is a KeySource that can name its key without a certificate to match.
 type soleKeyer interface {
 	soleKey() (crypto.Signer, error)

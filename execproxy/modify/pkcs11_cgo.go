@@ -4,6 +4,7 @@ package modify
 
 import (
 	"crypto"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -110,4 +111,21 @@ func (k *pkcs11Key) soleKey() (crypto.Signer, error) {
 		return nil, fmt.Errorf("pkcs11: %d keys match %s on %s; name one with id=", len(keys), k.uri.objectName(), k.uri.tokenName())
 	}
 	return keys[0], nil
+}
+
+// certificate returns the certificate object stored under the URI's label and id, as PEM,
+// or nil if there is none.
+func (k *pkcs11Key) certificate() ([]byte, error) {
+	var label []byte
+	if k.uri.Object != "" {
+		label = []byte(k.uri.Object)
+	}
+	cert, err := k.ctx.FindCertificate(k.uri.ID, label, nil)
+	if err != nil {
+		return nil, fmt.Errorf("pkcs11: looking up the certificate %s on %s: %w", k.uri.objectName(), k.uri.tokenName(), err)
+	}
+	if cert == nil {
+		return nil, fmt.Errorf("pkcs11: no certificate %s on %s: pass --client-cert, or store the certificate on the token under the key's label", k.uri.objectName(), k.uri.tokenName())
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), nil
 }

@@ -4,6 +4,7 @@ package modify_test
 
 import (
 	"crypto"
+	"encoding/pem"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -145,6 +146,43 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		c := &http.Client{Transport: modifying{modify: sign, base: http.DefaultTransport}}
 		if got, err := send(t, c, "POST", srv.URL+"/api/v1/namespaces/default/configmaps", `{"kind":"ConfigMap"}`, header("Impersonate-User", "bob")); err != nil || got != "ok" {
 			t.Errorf("verifier: %q, %v", got, err)
+		}
+	})
+
+	t.Run("certificate on the token, rotated there", func(t *testing.T) {
+		srv := mtlsServer(t, ca, 0, nil)
+		store := func(cn string, pub crypto.PublicKey) {
+			block, _ := pem.Decode(ca.issueNow(t, cn, pub))
+			if err := tok.StoreCertificate("alice-rsa", block.Bytes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		store("alice-on-token", rsaPub)
+		ks, err := modify.OpenKey(tok.URI("alice-rsa", pinFile), modify.KeyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := modify.NewClientCertificate(modify.ClientCertOptions{Key: ks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		c := mtlsClient(srv, cc, true)
+		if got := getBody(t, c, srv.URL); got != "alice-on-token resumed=false" {
+			t.Fatalf("certificate from the token: %q", got)
+		}
+		store("alice-on-token-2", rsaPub)
+		if got := getBody(t, c, srv.URL); got != "alice-on-token-2 resumed=false" {
+			t.Errorf("after the token's certificate changed: %q, want alice-on-token-2 in a full handshake", got)
+		}
+		noCert, err := modify.OpenKey(tok.URI("alice-ec", pinFile), modify.KeyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = modify.NewClientCertificate(modify.ClientCertOptions{Key: noCert})
+		_ = noCert.Close()
+		if want := `pkcs11: no certificate object "alice-ec" on token "kplug-test"`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("no certificate on the token: %v, want %q", err, want)
 		}
 	})
 

@@ -39,7 +39,7 @@ type proxyPluginOptions struct {
 func (o *proxyPluginOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVar(&o.headers, "header", nil, "add a header to every request, as NAME=VALUE (repeatable)")
-	f.StringVar(&o.clientCert, "client-cert", "", "PEM certificate for TLS client authentication to the API server")
+	f.StringVar(&o.clientCert, "client-cert", "", "PEM certificate for TLS client authentication to the API server (default with a pkcs11: --client-key: the certificate stored on the token under the key's label)")
 	f.StringVar(&o.clientKey, "client-key", "", "private key of --client-cert: a PEM file (path or file:PATH) or a PKCS#11 URI, pkcs11:token=T;object=O?module-path=M&pin-source=file:P (PIN also from $KPLUG_PKCS11_PIN, module from $KPLUG_PKCS11_MODULE)")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "exit after this long without connections (0: only when the client exits)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9102")
@@ -178,10 +178,11 @@ func (o *proxyPluginOptions) serveOptions(ctx context.Context, g *globals, info 
 			return nil
 		}
 	}
-	if (o.clientCert == "") != (o.clientKey == "") {
-		return so, closers, &usageError{err: errors.New("--client-cert and --client-key go together"), showHelp: true}
+	keyOnToken := strings.HasPrefix(o.clientKey, "pkcs11:")
+	if o.clientCert != "" && o.clientKey == "" || o.clientCert == "" && o.clientKey != "" && !keyOnToken {
+		return so, closers, &usageError{err: errors.New("--client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)"), showHelp: true}
 	}
-	if o.clientCert != "" {
+	if o.clientKey != "" {
 		cc, err := clientCertificate(o.clientCert, o.clientKey, g.log)
 		if err != nil {
 			return so, closers, err

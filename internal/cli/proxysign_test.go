@@ -22,7 +22,8 @@ func TestProxyPluginSigningFlags(t *testing.T) {
 		{"--sigv4-region r", "Error: --sigv4-* and --sign-key* need --sign\n" + help},
 		{"--sign rfc9421 --sign-key /nonexistent/k", "Error: --sign-key: reading key: open /nonexistent/k: no such file or directory\n"},
 		{"--client-cert /nonexistent/c --client-key kms:alias/k", "Error: --client-key: key URI \"kms:alias/k\": unsupported scheme \"kms\": want a file path, file:PATH or a pkcs11 URI\n"},
-		{"--client-cert /nonexistent/c", "Error: --client-cert and --client-key go together\n" + help},
+		{"--client-cert /nonexistent/c", "Error: --client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)\n" + help},
+		{"--client-key /nonexistent/k", "Error: --client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)\n" + help},
 	} {
 		code, out, errOut := run(t, append([]string{"proxy-plugin"}, strings.Fields(tt.args)...)...)
 		if code != ExitUsage || out != "" || errOut != tt.wantStderr {

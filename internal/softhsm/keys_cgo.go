@@ -6,6 +6,7 @@ import (
 	"crypto"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"fmt"
 
 	"github.com/ThalesGroup/crypto11"
@@ -38,4 +39,22 @@ func (t *Token) Generate(kind, label string) (crypto.PublicKey, error) {
 		return nil, fmt.Errorf("softhsm: generating %s: %w", kind, err)
 	}
 	return key.Public(), nil
+}
+
+// StoreCertificate stores der as the certificate object labelled label, replacing any
+// certificate with that label.
+func (t *Token) StoreCertificate(label string, der []byte) error {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return err
+	}
+	ctx, err := crypto11.Configure(&crypto11.Config{Path: t.Module, TokenLabel: t.Label, Pin: t.PIN})
+	if err != nil {
+		return err
+	}
+	defer ctx.Close()
+	if err := ctx.DeleteCertificate(nil, []byte(label), nil); err != nil {
+		return err
+	}
+	return ctx.ImportCertificateWithLabel([]byte(label), []byte(label), cert)
 }

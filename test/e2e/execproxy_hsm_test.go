@@ -7,6 +7,7 @@ import (
 	"crypto"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ func hsmToken(t *testing.T) (tok *softhsm.Token, pinFile string) {
 
 // TestExecProxyPKCS11HSM authenticates to the real apiserver with client keys generated on
 // a SoftHSM2 token (ECDSA P-256 and RSA, which TLS 1.3 signs with PSS) and certificates
-// from the control plane's client CA; it rotates the certificate under a running proxy
+// from the control plane's client CA, in files or on the token; it rotates the certificate under a running proxy
 // while a watch streams, and checks that bad input fails at start with one message.
 func TestExecProxyPKCS11HSM(t *testing.T) {
 	tok, pinFile := hsmToken(t)
@@ -73,10 +74,20 @@ func TestExecProxyPKCS11HSM(t *testing.T) {
 	wrongPIN := filepath.Join(dir, "wrong-pin")
 	writeBytes(t, wrongPIN, []byte("0000\n"))
 	rotating := issue("rotating", "carol", ecPub, day)
+	// A certificate kept on the token itself, beside its key.
+	onToken, err := os.ReadFile(issue("carol-token", "carol-token", rsaPub, day))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(onToken)
+	if err := tok.StoreCertificate("carol-rsa", block.Bytes); err != nil {
+		t.Fatal(err)
+	}
 
 	users := map[string][]string{
 		"hsm-ec":         {"--client-cert", issue("carol", "carol", ecPub, day), "--client-key", tok.URI("carol", pinFile)},
 		"hsm-rsa":        {"--client-cert", issue("carol-rsa", "carol-rsa", rsaPub, day), "--client-key", tok.URI("carol-rsa", pinFile)},
+		"hsm-token-cert": {"--client-key", tok.URI("carol-rsa", pinFile)},
 		"hsm-rotating":   {"--client-cert", rotating, "--client-key", tok.URI("carol", pinFile)},
 		"wrong-pin":      {"--client-cert", issue("carol2", "carol", ecPub, day), "--client-key", tok.URI("carol", wrongPIN)},
 		"missing-token":  {"--client-cert", issue("carol3", "carol", ecPub, day), "--client-key", strings.Replace(tok.URI("carol", pinFile), "token=kplug-e2e", "token=absent", 1)},
@@ -88,7 +99,7 @@ func TestExecProxyPKCS11HSM(t *testing.T) {
 	kubeconfig := proxyKubeconfig(t, cp, kplug, dir, users)
 
 	t.Run("the apiserver authenticates the token's keys", func(t *testing.T) {
-		for context, user := range map[string]string{"hsm-ec": "carol", "hsm-rsa": "carol-rsa"} {
+		for context, user := range map[string]string{"hsm-ec": "carol", "hsm-rsa": "carol-rsa", "hsm-token-cert": "carol-token"} {
 			out, errOut, err := run(t, kplug, "request", "--kubeconfig", kubeconfig, "--context", context,
 				"/apis/authentication.k8s.io/v1/selfsubjectreviews", "-d", selfSubjectReview)
 			if err != nil || !strings.Contains(out, `"username":"`+user+`"`) || !strings.Contains(out, `"hsm-users"`) {
