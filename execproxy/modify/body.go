@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/kplug/kplug/execproxy/server"
 )
 
 // MaxSignedBody is the largest request body a signer reads to hash; the API server refuses
@@ -41,22 +43,11 @@ func bufferBody(req *http.Request) ([]byte, bool, error) {
 // isStream reports whether req opens a long-lived stream: a protocol upgrade (exec,
 // attach, port-forward), a watch, or a followed log.
 func isStream(req *http.Request) bool {
-	if hasToken(req.Header, "Connection", "upgrade") {
+	if server.IsUpgrade(req) {
 		return true
 	}
 	q := req.URL.Query()
 	return q.Get("watch") == "true" || q.Get("watch") == "1" || q.Get("follow") == "true"
-}
-
-func hasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // protectedHeader reports whether a header (lowercase name) carries identity or

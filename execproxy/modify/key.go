@@ -64,8 +64,11 @@ func OpenKey(uri string, o KeyOptions) (KeySource, error) {
 			path = u.Opaque
 		}
 		return fileKey(path), nil
-	case strings.Contains(uri, ":") && !strings.ContainsAny(uri[:strings.Index(uri, ":")], `/\.`) && strings.Index(uri, ":") > 1:
-		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH or a pkcs11 URI", uri, uri[:strings.Index(uri, ":")])
+	}
+	// Anything else with a scheme is a key store kplug does not know; "C:\k.pem" and
+	// "./a:b.pem" are paths.
+	if scheme, _, ok := strings.Cut(uri, ":"); ok && len(scheme) > 1 && !strings.ContainsAny(scheme, `/\.`) {
+		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH or a pkcs11 URI", uri, scheme)
 	}
 	return fileKey(uri), nil
 }
