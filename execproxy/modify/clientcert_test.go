@@ -243,4 +243,9 @@ func TestOpenKeySchemes(t *testing.T) {
 			t.Errorf("OpenKey(%q) = %v, want %q", uri, err, want)
 		}
 	}
+	for _, path := range []string{`C:\keys\alice.pem`, "./a:b.pem", "/etc/kplug/alice.key", "file:/etc/kplug/alice.key"} {
+		if _, err := modify.OpenKey(path, modify.KeyOptions{}); err != nil {
+			t.Errorf("OpenKey(%q) = %v, want a key file", path, err)
+		}
+	}
 }
