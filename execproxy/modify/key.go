@@ -77,7 +77,7 @@ func OpenKey(uri string, o KeyOptions) (KeySource, error) {
 type fileKey string
 
 func (f fileKey) Key(pub crypto.PublicKey) (crypto.Signer, error) {
-	b, err := os.ReadFile(string(f)) //nolint:gosec // the key file the user named
+	b, err := os.ReadFile(string(f))
 	if err != nil {
 		return nil, fmt.Errorf("reading key: %w", err)
 	}
