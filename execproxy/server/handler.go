@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -29,13 +30,18 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
+	ua := &upgradeAware{upgrades: upgrades, modify: o.ModifyRequest}
+	ua.streams.Store(streams)
+	if o.CloseIdleConnections != nil {
+		go ua.renewOn(o.CloseIdleConnections)
+	}
 	m := o.Metrics
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
 		},
-		Transport:     &upgradeAware{streams: streams, upgrades: upgrades, modify: o.ModifyRequest},
+		Transport:     ua,
 		FlushInterval: -1, // watches and logs -f: every write reaches the client at once
 		BufferPool:    copyBuffers,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -77,11 +83,18 @@ func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error
 	if tlsConfig != nil && o.GetClientCertificate != nil {
 		tlsConfig.GetClientCertificate = o.GetClientCertificate
 	}
+	if tlsConfig != nil && o.ClientSessionCache != nil {
+		tlsConfig.ClientSessionCache = o.ClientSessionCache
+	}
 	proxy := cfg.Proxy
 	if proxy == nil {
 		proxy = http.ProxyFromEnvironment
 	}
 	streams = &http.Transport{Proxy: proxy, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32}
+	if o.CloseIdleConnections != nil {
+		// A retired transport's connections close once their last stream has been idle this long.
+		streams.IdleConnTimeout = 90 * time.Second
+	}
 	upgrades = &http.Transport{Proxy: proxy, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
 	if tlsConfig != nil {
 		h1 := tlsConfig.Clone()
@@ -93,8 +106,21 @@ func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error
 
 // upgradeAware sends upgrade requests over HTTP/1.1 and lets the plugin modify requests.
 type upgradeAware struct {
-	streams, upgrades http.RoundTripper
-	modify            func(*http.Request) error
+	streams  atomic.Pointer[http.Transport]
+	upgrades *http.Transport
+	modify   func(*http.Request) error
+}
+
+// renewOn starts a fresh pool of connections on each receive: later requests open new
+// connections (with a rotated client certificate), while requests in flight, watches
+// included, finish on the old ones. Upgraded connections are never reused anyway.
+func (u *upgradeAware) renewOn(ch <-chan struct{}) {
+	for range ch {
+		old := u.streams.Load()
+		u.streams.Store(old.Clone())
+		old.CloseIdleConnections()
+		u.upgrades.CloseIdleConnections()
+	}
 }
 
 func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -104,7 +130,7 @@ func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if !IsUpgrade(req) {
-		return u.streams.RoundTrip(req)
+		return u.streams.Load().RoundTrip(req)
 	}
 	resp, err := u.upgrades.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {

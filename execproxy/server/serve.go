@@ -42,6 +42,14 @@ type Options struct {
 	// GetClientCertificate, if set, presents a TLS client certificate to the API server,
 	// e.g. one whose key is a crypto.Signer held in hardware.
 	GetClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+	// ClientSessionCache, if set, lets connections to the API server resume TLS sessions,
+	// so that a hardware-held client key signs once per full handshake, not per connection.
+	ClientSessionCache tls.ClientSessionCache
+	// CloseIdleConnections, if set, retires the pool of connections to the API server on
+	// each receive, so that later requests open new connections, e.g. with a rotated client
+	// certificate; requests in flight (watches, upgraded streams) finish on the old ones.
+	// The owner closes the channel once Serve has returned.
+	CloseIdleConnections <-chan struct{}
 	// Ready is called once the proxy listens, with the ExecCredential status the plugin
 	// must print (apiVersion and kind are the plugin's to add).
 	Ready func(*execcred.Status)

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execproxy"
+	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
 )
 
@@ -32,28 +32,33 @@ type proxyPluginOptions struct {
 	idleTimeout time.Duration
 	metricsAddr string
 	daemon      bool
+	sign        signOptions
+	cert        *modify.ClientCertificate // loaded from --client-cert and --client-key
 }
 
 func (o *proxyPluginOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVar(&o.headers, "header", nil, "add a header to every request, as NAME=VALUE (repeatable)")
-	f.StringVar(&o.clientCert, "client-cert", "", "PEM certificate for TLS client authentication to the API server")
-	f.StringVar(&o.clientKey, "client-key", "", "PEM private key of --client-cert")
+	f.StringVar(&o.clientCert, "client-cert", "", "PEM certificate for TLS client authentication to the API server (default with a pkcs11: --client-key: the certificate stored on the token under the key's label)")
+	f.StringVar(&o.clientKey, "client-key", "", "private key of --client-cert: a PEM file (path or file:PATH) or a PKCS#11 URI, pkcs11:token=T;object=O?module-path=M&pin-source=file:P (PIN also from $KPLUG_PKCS11_PIN, module from $KPLUG_PKCS11_MODULE)")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "exit after this long without connections (0: only when the client exits)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9102")
 	f.BoolVar(&o.daemon, "daemon", false, "internal: serve in the foreground; the plugin starts itself this way")
 	_ = f.MarkHidden("daemon")
+	o.sign.AddFlags(f)
 }
 
 func newProxyPluginCommand(g *globals) *cobra.Command {
 	o := &proxyPluginOptions{}
 	cmd := &cobra.Command{
 		Use:   "proxy-plugin",
-		Short: "Reference exec proxy plugin (KEP-2718): forward a client's API traffic, adding headers or a client certificate",
+		Short: "Reference exec proxy plugin (KEP-2718): forward a client's API traffic, adding headers, signatures or a client certificate",
 		Long: `An exec credential plugin that answers with an exec proxy (docs/exec-proxy.md): it starts
 a proxy on a private unix socket, which forwards the client's requests to the API server
-and can add headers (--header) and authenticate with a TLS client certificate
-(--client-cert, --client-key). It is meant to be named in a kubeconfig's exec block, with
+and can add headers (--header), sign each request (--sign sigv4 or rfc9421) and
+authenticate with a TLS client certificate whose key is a file or stays on a PKCS#11
+token (--client-cert, --client-key). A replaced certificate file is used for new
+connections without a restart. It is meant to be named in a kubeconfig's exec block, with
 provideClusterInfo: true, and run by a client that supports exec proxies (kplug request,
 kplug run, the execproxy package). The proxy exits when its client exits.`,
 		Example: `users:
@@ -79,7 +84,12 @@ func (o *proxyPluginOptions) run(ctx context.Context, g *globals, out io.Writer)
 	if err != nil {
 		return err
 	}
-	serveOpts, err := o.serveOptions(g, info)
+	serveOpts, closers, err := o.serveOptions(ctx, g, info)
+	defer func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}()
 	if err != nil {
 		return err
 	}
@@ -105,18 +115,31 @@ func (o *proxyPluginOptions) run(ctx context.Context, g *globals, out io.Writer)
 		}
 		defer stop()
 	}
+	if o.cert != nil {
+		watchCtx, stopWatching := context.WithCancel(ctx)
+		defer stopWatching()
+		serveOpts.CloseIdleConnections = o.cert.Watch(watchCtx, certCheckInterval)
+	}
 	return server.Serve(ctx, serveOpts)
 }
 
-func (o *proxyPluginOptions) serveOptions(g *globals, info *plugin.Info) (server.Options, error) {
+// certCheckInterval is how often the proxy looks for a rotated --client-cert besides at
+// each new connection, so that pooled connections to the API server are replaced too.
+const certCheckInterval = 2 * time.Second
+
+// serveOptions checks every flag and loads what they name (keys, certificates, AWS
+// credentials), so that bad input fails at start with one message; it returns what to
+// close when the proxy stops.
+func (o *proxyPluginOptions) serveOptions(ctx context.Context, g *globals, info *plugin.Info) (server.Options, []io.Closer, error) {
 	spec, err := execLockFile(os.Getenv(execcred.InfoEnv))
 	if err != nil {
-		return server.Options{}, err
+		return server.Options{}, nil, err
 	}
 	upstream, err := info.RESTConfig()
 	if err != nil && spec != "" {
-		return server.Options{}, invalidConfig(err)
+		return server.Options{}, nil, invalidConfig(err)
 	}
+	var closers []io.Closer
 	so := server.Options{
 		Upstream:     upstream,
 		LockFilePath: spec,
@@ -132,32 +155,47 @@ func (o *proxyPluginOptions) serveOptions(g *globals, info *plugin.Info) (server
 	for _, h := range o.headers {
 		name, value, ok := strings.Cut(h, "=")
 		if !ok || name == "" {
-			return so, &usageError{err: fmt.Errorf("invalid --header %q: want NAME=VALUE", h), showHelp: true}
+			return so, closers, &usageError{err: fmt.Errorf("invalid --header %q: want NAME=VALUE", h), showHelp: true}
 		}
 		headers.Add(name, value)
 	}
-	if len(headers) > 0 {
+	sign, signCloser, err := o.sign.signer(ctx)
+	if err != nil {
+		return so, closers, err
+	}
+	if signCloser != nil {
+		closers = append(closers, signCloser)
+	}
+	if len(headers) > 0 || sign != nil {
+		// Headers first, so that a signature covers them.
 		so.ModifyRequest = func(r *http.Request) error {
 			for name, values := range headers {
 				r.Header[http.CanonicalHeaderKey(name)] = values
 			}
+			if sign != nil {
+				return sign(r)
+			}
 			return nil
 		}
 	}
-	if (o.clientCert == "") != (o.clientKey == "") {
-		return so, &usageError{err: errors.New("--client-cert and --client-key go together"), showHelp: true}
+	keyOnToken := strings.HasPrefix(o.clientKey, "pkcs11:")
+	if o.clientCert != "" && o.clientKey == "" || o.clientCert == "" && o.clientKey != "" && !keyOnToken {
+		return so, closers, &usageError{err: errors.New("--client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)"), showHelp: true}
 	}
-	if o.clientCert != "" {
-		pair, err := tls.LoadX509KeyPair(o.clientCert, o.clientKey)
+	if o.clientKey != "" {
+		cc, err := clientCertificate(o.clientCert, o.clientKey, g.log)
 		if err != nil {
-			return so, invalidConfig(fmt.Errorf("loading --client-cert and --client-key: %w", err))
+			return so, closers, err
 		}
-		so.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+		closers = append(closers, cc)
+		o.cert = cc
+		so.GetClientCertificate = cc.GetClientCertificate
+		so.ClientSessionCache = cc.ClientSessionCache()
 	}
 	if spec == "" {
-		return so, errors.New("exec proxy: no lock file: the client did not send spec.lockFilePath, so it does not support exec proxies (KEP-2718); run it through `kplug run -- <client>` or use `kplug request`")
+		return so, closers, errors.New("exec proxy: no lock file: the client did not send spec.lockFilePath, so it does not support exec proxies (KEP-2718); run it through `kplug run -- <client>` or use `kplug request`")
 	}
-	return so, nil
+	return so, closers, nil
 }
 
 // execLockFile reads spec.lockFilePath, the exec proxy extension, from KUBERNETES_EXEC_INFO.

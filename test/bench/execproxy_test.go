@@ -97,6 +97,12 @@ func kubectlProxyPath(b *testing.B, u *watchUpstream) path {
 }
 
 func kplugProxyPath(b *testing.B, u *watchUpstream) path {
+	return path{"kplug-exec-proxy", u.URL, startKplugProxy(b, u.restConfig(), nil)}
+}
+
+// startKplugProxy serves a kplug exec proxy to upstream, with the options mutate sets,
+// and returns a client that reaches upstream through it.
+func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Options)) *http.Client {
 	dir, err := os.MkdirTemp("", "kpb") // short: unix socket paths are limited
 	if err != nil {
 		b.Fatal(err)
@@ -109,13 +115,20 @@ func kplugProxyPath(b *testing.B, u *watchUpstream) path {
 	ready := make(chan *execcred.Status, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, server.Options{
-			Upstream: u.restConfig(), LockFilePath: lock.Path, SocketDir: filepath.Join(dir, "proxy"),
-			Ready: func(s *execcred.Status) { ready <- s },
-		})
-	}()
-	status := <-ready
+	o := server.Options{
+		Upstream: upstream, LockFilePath: lock.Path, SocketDir: filepath.Join(dir, "proxy"),
+		Ready: func(s *execcred.Status) { ready <- s },
+	}
+	if mutate != nil {
+		mutate(&o)
+	}
+	go func() { done <- server.Serve(ctx, o) }()
+	var status *execcred.Status
+	select {
+	case status = <-ready:
+	case err := <-done:
+		b.Fatalf("Serve: %v", err)
+	}
 	out, err := json.Marshal(execcred.ExecCredential{Kind: execcred.Kind, APIVersion: execcred.V1, Spec: struct{}{}, Status: status})
 	if err != nil {
 		b.Fatal(err)
@@ -128,7 +141,7 @@ func kplugProxyPath(b *testing.B, u *watchUpstream) path {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := execproxy.ConfigFor(&rest.Config{Host: u.URL}, cred, bridge)
+	cfg, err := execproxy.ConfigFor(&rest.Config{Host: upstream.Host}, cred, bridge)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,10 +153,12 @@ func kplugProxyPath(b *testing.B, u *watchUpstream) path {
 		client.CloseIdleConnections()
 		_ = bridge.Close()
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			b.Errorf("Serve: %v", err)
+		}
 		_ = lock.Close()
 	})
-	return path{"kplug-exec-proxy", u.URL, client}
+	return client
 }
 
 // get sends one small GET through p and reads the whole answer.

@@ -149,6 +149,23 @@ func (p *PKI) Issue(ca *CA, fileName string, tmpl *x509.Certificate) (*KeyPair, 
 	return kp, os.WriteFile(kp.KeyFile, kp.KeyPEM, 0o600)
 }
 
+// IssueFor signs tmpl (subject, usages) with ca for pub, a key held elsewhere (e.g. on a
+// hardware token), valid from an hour ago until notAfter, and writes fileName.crt into the
+// PKI directory.
+func (p *PKI) IssueFor(ca *CA, fileName string, tmpl *x509.Certificate, pub crypto.PublicKey, notAfter time.Time) (string, error) {
+	t := *tmpl
+	t.SerialNumber = serial()
+	t.NotBefore = time.Now().Add(-time.Hour)
+	t.NotAfter = notAfter
+	t.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, &t, ca.Cert, pub, ca.Key)
+	if err != nil {
+		return "", fmt.Errorf("issuing %s: %w", fileName, err)
+	}
+	path := filepath.Join(p.Dir, fileName+".crt")
+	return path, os.WriteFile(path, pemBlock("CERTIFICATE", der), 0o600)
+}
+
 // writeKey writes an EC key in SEC1 form, which kube-apiserver reads both as the signing
 // key and, for --service-account-key-file, as the public key.
 func writeKey(path string, key *ecdsa.PrivateKey) error {

@@ -1,0 +1,189 @@
+package modify
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// KeySource finds the private key that belongs to a certificate's public key. It is asked
+// again when the certificate changes, so that a rotated certificate finds its new key.
+// Implementations are safe for concurrent use.
+type KeySource interface {
+	// Key returns a signer whose public key equals pub, or an error that says why there
+	// is none (e.g. the key and the certificate do not match).
+	Key(pub crypto.PublicKey) (crypto.Signer, error)
+	// Close releases the source (a PKCS#11 session); signers it returned stop working.
+	Close() error
+}
+
+// KeyOptions are what a key URI may leave out.
+type KeyOptions struct {
+	// PIN logs in to a PKCS#11 token whose URI has no pin-source. The CLI reads it from
+	// $KPLUG_PKCS11_PIN; it is never logged.
+	PIN string
+	// PKCS11Module is the PKCS#11 module for URIs without module-path; the CLI reads it
+	// from $KPLUG_PKCS11_MODULE.
+	PKCS11Module string
+}
+
+// OpenKey opens the private key a URI names:
+//
+//   - a file path, or file:PATH: a PEM private key (PKCS#8, PKCS#1 or SEC 1), read again
+//     whenever the certificate changes;
+//   - pkcs11:token=T;object=O (RFC 7512; also id=, serial=, and the query attributes
+//     module-path= and pin-source=file:PATH): a key on a PKCS#11 token, which signs on the
+//     token and never leaves it. Needs a build with cgo.
+func OpenKey(uri string, o KeyOptions) (KeySource, error) {
+	switch {
+	case uri == "":
+		return nil, errors.New("no key given")
+	case strings.HasPrefix(uri, "pkcs11:"):
+		u, err := ParsePKCS11URI(uri)
+		if err != nil {
+			return nil, err
+		}
+		return openPKCS11(u, o)
+	case strings.HasPrefix(uri, "file:"):
+		u, err := url.Parse(uri)
+		if err != nil {
+			return nil, fmt.Errorf("key URI %q: %w", uri, err)
+		}
+		path := u.Path
+		if path == "" {
+			path = u.Opaque
+		}
+		return fileKey(path), nil
+	}
+	// Anything else with a scheme is a key store kplug does not know; "C:\k.pem" and
+	// "./a:b.pem" are paths.
+	if scheme, _, ok := strings.Cut(uri, ":"); ok && len(scheme) > 1 && !strings.ContainsAny(scheme, `/\.`) {
+		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH or a pkcs11 URI", uri, scheme)
+	}
+	return fileKey(uri), nil
+}
+
+// fileKey is a PEM private key file.
+type fileKey string
+
+func (f fileKey) Key(pub crypto.PublicKey) (crypto.Signer, error) {
+	b, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, fmt.Errorf("reading key: %w", err)
+	}
+	key, err := parsePEMKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", f, err)
+	}
+	if !publicKeysEqual(key.Public(), pub) {
+		return nil, fmt.Errorf("key %s does not match the certificate (the certificate is for a different %s key)", f, keyTypeName(pub))
+	}
+	return key, nil
+}
+
+func (fileKey) Close() error { return nil }
+
+func parsePEMKey(b []byte) (crypto.Signer, error) {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return nil, errors.New("no PEM private key in it")
+		}
+		var key any
+		var err error
+		switch block.Type {
+		case "PRIVATE KEY":
+			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		case "RSA PRIVATE KEY":
+			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		case "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(block.Bytes)
+		case "ENCRYPTED PRIVATE KEY":
+			return nil, errors.New("the key is encrypted; kplug reads unencrypted PEM keys (keep it 0600) or keys on a PKCS#11 token")
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", block.Type, err)
+		}
+		signer, ok := key.(crypto.Signer)
+		if !ok {
+			return nil, fmt.Errorf("unsupported key type %T", key)
+		}
+		return signer, nil
+	}
+}
+
+type equaler interface{ Equal(crypto.PublicKey) bool }
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	e, ok := a.(equaler)
+	return ok && e.Equal(b)
+}
+
+// checkTLSKeyType refuses keys that TLS 1.2 and 1.3 cannot sign with or that are too weak.
+func checkTLSKeyType(pub crypto.PublicKey) error {
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if k.N.BitLen() >= 2048 {
+			return nil
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384(), elliptic.P521():
+			return nil
+		}
+	case ed25519.PublicKey:
+		return nil
+	}
+	return fmt.Errorf("unsupported key type %s: want ECDSA P-256, P-384 or P-521, RSA of at least 2048 bits, or Ed25519", keyTypeName(pub))
+}
+
+// certificateHolder is a KeySource that also stores the certificate (a PKCS#11 token).
+type certificateHolder interface {
+	certificate() ([]byte, error)
+}
+
+// soleKeyer is a KeySource that can name its key without a certificate to match.
+type soleKeyer interface {
+	soleKey() (crypto.Signer, error)
+}
+
+// OpenSigningKey opens the key a URI names (see OpenKey) for signing requests, where no
+// certificate says which public key to expect: the URI must name exactly one key. Close
+// the returned io.Closer when done with the signer.
+func OpenSigningKey(uri string, o KeyOptions) (crypto.Signer, io.Closer, error) {
+	ks, err := OpenKey(uri, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := ks.(soleKeyer).soleKey()
+	if err != nil {
+		_ = ks.Close()
+		return nil, nil, err
+	}
+	return key, ks, nil
+}
+
+func (f fileKey) soleKey() (crypto.Signer, error) {
+	b, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, fmt.Errorf("reading key: %w", err)
+	}
+	key, err := parsePEMKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", f, err)
+	}
+	return key, nil
+}

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/aws-http-auth/credentials"
+	"github.com/spf13/pflag"
+
+	"github.com/kplug/kplug/execproxy/modify"
+)
+
+// Environment variables of proxy-plugin; the PIN is read here and never logged.
+const (
+	pkcs11PINEnv    = "KPLUG_PKCS11_PIN"
+	pkcs11ModuleEnv = "KPLUG_PKCS11_MODULE"
+)
+
+// signOptions are proxy-plugin's request-signing flags.
+type signOptions struct {
+	scheme     string
+	service    string
+	region     string
+	signKey    string
+	signKeyID  string
+	awsTimeout time.Duration
+}
+
+func (o *signOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.scheme, "sign", "", "sign every request: sigv4 (AWS Signature Version 4) or rfc9421 (HTTP Message Signatures)")
+	f.StringVar(&o.service, "sigv4-service", "", "--sign sigv4: the service name of the credential scope, e.g. eks")
+	f.StringVar(&o.region, "sigv4-region", "", "--sign sigv4: the region of the credential scope (default: the AWS configuration's region)")
+	f.StringVar(&o.signKey, "sign-key", "", "--sign rfc9421: the Ed25519 or ECDSA P-256 key, as a file path or a pkcs11: URI")
+	f.StringVar(&o.signKeyID, "sign-key-id", "", "--sign rfc9421: the keyid parameter (default: base64url SHA-256 of the public key)")
+	o.awsTimeout = 20 * time.Second
+}
+
+func keyOptions() modify.KeyOptions {
+	return modify.KeyOptions{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv)}
+}
+
+// signer builds the --sign modifier, checking at start what it needs (credentials, key),
+// and returns what to close when the proxy stops.
+func (o *signOptions) signer(ctx context.Context) (func(*http.Request) error, io.Closer, error) {
+	switch o.scheme {
+	case "":
+		if o.service != "" || o.region != "" || o.signKey != "" || o.signKeyID != "" {
+			return nil, nil, &usageError{err: errors.New("--sigv4-* and --sign-key* need --sign"), showHelp: true}
+		}
+		return nil, nil, nil
+	case "sigv4":
+		if o.signKey != "" || o.signKeyID != "" {
+			return nil, nil, &usageError{err: errors.New("--sign-key and --sign-key-id are for --sign rfc9421"), showHelp: true}
+		}
+		sign, err := o.sigv4(ctx)
+		return sign, nil, err
+	case "rfc9421":
+		if o.service != "" || o.region != "" {
+			return nil, nil, &usageError{err: errors.New("--sigv4-service and --sigv4-region are for --sign sigv4"), showHelp: true}
+		}
+		if o.signKey == "" {
+			return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-key"), showHelp: true}
+		}
+		key, closer, err := modify.OpenSigningKey(o.signKey, keyOptions())
+		if err != nil {
+			return nil, nil, invalidConfig(fmt.Errorf("--sign-key: %w", err))
+		}
+		sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: key, KeyID: o.signKeyID})
+		if err != nil {
+			_ = closer.Close()
+			return nil, nil, invalidConfig(fmt.Errorf("--sign-key: %w", err))
+		}
+		return sign, closer, nil
+	}
+	return nil, nil, &usageError{err: fmt.Errorf("--sign %q: want sigv4 or rfc9421", o.scheme), showHelp: true}
+}
+
+// sigv4 loads AWS credentials the way the AWS CLI does (environment, shared config and
+// credentials files, SSO, process credentials, instance roles) and fails now if there are
+// none.
+func (o *signOptions) sigv4(ctx context.Context) (func(*http.Request) error, error) {
+	if o.service == "" {
+		return nil, &usageError{err: errors.New("--sign sigv4 needs --sigv4-service"), showHelp: true}
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.awsTimeout)
+	defer cancel()
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("sigv4: loading the AWS configuration: %w", err))
+	}
+	region := o.region
+	if region == "" {
+		region = cfg.Region
+	}
+	if region == "" {
+		return nil, invalidConfig(errors.New("sigv4: no region: pass --sigv4-region or set AWS_REGION"))
+	}
+	provider := aws.NewCredentialsCache(cfg.Credentials)
+	if _, err := provider.Retrieve(ctx); err != nil {
+		return nil, invalidConfig(fmt.Errorf("sigv4: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile in ~/.aws/config or ~/.aws/credentials (%w)", err))
+	}
+	sign, err := modify.NewSigV4(modify.SigV4Options{
+		Service: o.service,
+		Region:  region,
+		Credentials: func(ctx context.Context) (credentials.Credentials, error) {
+			c, err := provider.Retrieve(ctx)
+			return credentials.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken, Expires: c.Expires}, err
+		},
+	})
+	if err != nil {
+		return nil, invalidConfig(err)
+	}
+	return sign, nil
+}
+
+// clientCertificate loads --client-cert with the key --client-key names (a file or a
+// pkcs11: URI) and checks them now.
+func clientCertificate(certFile, keyURI string, log *slog.Logger) (*modify.ClientCertificate, error) {
+	ks, err := modify.OpenKey(keyURI, keyOptions())
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("--client-key: %w", err))
+	}
+	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: ks, Logger: log})
+	if err != nil {
+		_ = ks.Close()
+		return nil, invalidConfig(fmt.Errorf("--client-cert: %w", err))
+	}
+	return cc, nil
+}

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/smithy-go/aws-http-auth/credentials"
+	"k8s.io/client-go/rest"
+
+	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/execproxy/server"
+)
+
+// The use-case benchmarks measure what each exec proxy use case costs per request: no
+// modifier, SigV4, RFC 9421, and a TLS client key on a PKCS#11 token, the last over pooled
+// connections and over a new upstream connection per request, with and without TLS
+// session resumption.
+
+// clientCA issues the client certificates the mTLS upstream accepts.
+type clientCA struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+func newClientCA(b *testing.B) *clientCA {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &clientCA{cert: cert, key: key}
+}
+
+// issue writes a client certificate for pub into dir and returns its path.
+func (ca *clientCA) issue(b *testing.B, dir, name string, pub crypto.PublicKey) string {
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".crt")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// mtlsUpstream accepts client certificates from ca. With closeEach, it speaks HTTP/1.1 and
+// closes every connection after one response, so that each request needs a new TLS
+// connection to the upstream; otherwise connections are pooled over HTTP/2.
+func mtlsUpstream(b *testing.B, ca *clientCA, closeEach bool) *rest.Config {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if closeEach {
+			w.Header().Set("Connection", "close")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	}))
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool}
+	srv.EnableHTTP2 = !closeEach
+	srv.StartTLS()
+	b.Cleanup(srv.Close)
+	return &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+	}}
+}
+
+// countingKeys counts the private-key operations (token signatures) of the keys it finds.
+type countingKeys struct {
+	modify.KeySource
+	n *atomic.Int64
+}
+
+func (c countingKeys) Key(pub crypto.PublicKey) (crypto.Signer, error) {
+	k, err := c.KeySource.Key(pub)
+	return countingSigner{k, c.n}, err
+}
+
+type countingSigner struct {
+	crypto.Signer
+	n *atomic.Int64
+}
+
+func (s countingSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	s.n.Add(1)
+	return s.Signer.Sign(r, d, o)
+}
+
+// withClientKey sets the proxy's upstream client certificate, with the key keyURI names;
+// signs counts the key's signatures.
+func withClientKey(b *testing.B, certFile, keyURI string, resume bool, signs *atomic.Int64) func(*server.Options) {
+	ks, err := modify.OpenKey(keyURI, modify.KeyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: countingKeys{ks, signs}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close() })
+	return func(o *server.Options) {
+		o.GetClientCertificate = cc.GetClientCertificate
+		if resume {
+			o.ClientSessionCache = cc.ClientSessionCache()
+		}
+	}
+}
+
+func BenchmarkExecProxyUseCases(b *testing.B) {
+	ca := newClientCA(b)
+	pooled := mtlsUpstream(b, ca, false)
+	closing := mtlsUpstream(b, ca, true)
+	dir := b.TempDir()
+
+	sigv4, err := modify.NewSigV4(modify.SigV4Options{Service: "eks", Region: "eu-west-1",
+		Credentials: func(context.Context) (credentials.Credentials, error) {
+			return credentials.Credentials{AccessKeyID: "AKIDBENCH", SecretAccessKey: "bench-secret"}, nil
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
+	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ed, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: edKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ec, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: ecKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	modifier := func(m func(*http.Request) error) func(*server.Options) {
+		return func(o *server.Options) { o.ModifyRequest = m }
+	}
+	fileKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(fileKey)
+	fileKeyPath := filepath.Join(dir, "file.key")
+	if err := os.WriteFile(fileKeyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	fileCert := ca.issue(b, dir, "file", fileKey.Public())
+
+	type useCase struct {
+		name     string
+		upstream *rest.Config
+		options  func(signs *atomic.Int64) func(*server.Options)
+	}
+	cases := []useCase{
+		{"no-modifier", pooled, func(*atomic.Int64) func(*server.Options) { return nil }},
+		{"sigv4", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(sigv4) }},
+		{"rfc9421-ed25519", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ed) }},
+		{"rfc9421-ecdsa-p256", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ec) }},
+		{"file-key/new-conn-full-handshake", closing, func(n *atomic.Int64) func(*server.Options) {
+			return withClientKey(b, fileCert, fileKeyPath, false, n)
+		}},
+	}
+	if certFile, keyURI, err := pkcs11Key(b, ca, dir); err != nil {
+		b.Logf("no PKCS#11 cases: %v", err)
+	} else {
+		cases = append(cases,
+			useCase{"pkcs11-key/pooled", pooled, func(n *atomic.Int64) func(*server.Options) { return withClientKey(b, certFile, keyURI, true, n) }},
+			useCase{"pkcs11-key/new-conn-full-handshake", closing, func(n *atomic.Int64) func(*server.Options) { return withClientKey(b, certFile, keyURI, false, n) }},
+			useCase{"pkcs11-key/new-conn-resumed", closing, func(n *atomic.Int64) func(*server.Options) { return withClientKey(b, certFile, keyURI, true, n) }},
+		)
+	}
+	for _, uc := range cases {
+		b.Run(uc.name, func(b *testing.B) {
+			var signs atomic.Int64
+			client := startKplugProxy(b, uc.upstream, uc.options(&signs))
+			get := func() {
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, uc.upstream.Host+"/api/v1/pods", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			get()
+			signs.Store(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				get()
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			b.ReportMetric(float64(signs.Load())/float64(b.N), "key-signs/op")
+		})
+	}
+}
