@@ -25,6 +25,7 @@ func ParsePKCS11URI(s string) (*PKCS11URI, error) {
 		return nil, fmt.Errorf("pkcs11: %q is not a pkcs11: URI", s)
 	}
 	path, query, _ := strings.Cut(rest, "?")
+	s = "pkcs11:" + path // messages quote the URI without its query, where a pin-value may be
 	u := &PKCS11URI{}
 	seen := map[string]bool{}
 	attr := func(part, sep string, set func(name, value string) error) error {

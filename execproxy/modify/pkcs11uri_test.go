@@ -31,6 +31,8 @@ func TestParsePKCS11URI(t *testing.T) {
 		{uri: "pkcs11:token=t;slot-id=1;object=o", err: `pkcs11: attribute "slot-id" is not supported; select the token with token= or serial=`},
 		{uri: "pkcs11:token=t;object=o?pin-value=1234", err: "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN"},
 		{uri: "pkcs11:token=t;object=o?max-sessions=2", err: `pkcs11: unknown query attribute "max-sessions"`},
+		// A message never quotes the query, where a PIN may be.
+		{uri: "pkcs11:token=t;object?pin-value=1234", err: `pkcs11: attribute "object" in "pkcs11:token=t;object": want NAME=VALUE`},
 	} {
 		got, err := modify.ParsePKCS11URI(tt.uri)
 		if tt.err != "" {
