@@ -44,11 +44,15 @@ echo x >> "$EXEC_LOG"
 printf '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"%s","auth":{"cached.registry.io":{"username":"u","password":"p"},"uncached.registry.io":{"username":"u","password":"p"}}}' "$CACHE_DURATION"
 `
 
+// fixtureDir is the directory setup made, removed by TestMain.
+var fixtureDir string
+
 var setup = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "kplug-bench-")
 	if err != nil {
 		return "", err
 	}
+	fixtureDir = dir
 	for _, name := range []string{"cached", "uncached"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(pluginScript), 0o700); err != nil {
 			return "", err
@@ -63,6 +67,14 @@ var setup = sync.OnceValues(func() (string, error) {
 	}
 	return dir, nil
 })
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixtureDir != "" {
+		_ = os.RemoveAll(fixtureDir)
+	}
+	os.Exit(code)
+}
 
 func fixture(tb testing.TB) (dir string, kplug *imagecred.Keyring, kubelet credentialprovider.DockerKeyring) {
 	tb.Helper()
