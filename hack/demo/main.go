@@ -71,6 +71,9 @@ func run(ctx context.Context, binDir string, wait bool) error {
 	if err := execCredentialDemo(ctx, cp); err != nil {
 		return err
 	}
+	if err := execCacheDemo(ctx, cp); err != nil {
+		return err
+	}
 	if err := execProxyDemo(ctx, cp); err != nil {
 		return err
 	}
