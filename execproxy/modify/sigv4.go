@@ -58,7 +58,7 @@ func NewSigV4(o SigV4Options) (func(*http.Request) error, error) {
 		}
 		creds, err := o.Credentials(req.Context())
 		if err != nil {
-			return fmt.Errorf("sigv4: AWS credentials: %w", err)
+			return fmt.Errorf("sigv4: AWS credentials: %w", RedactAWSError(err))
 		}
 		body, signed, err := bufferBody(req)
 		if err != nil {

@@ -2,6 +2,7 @@ package modify_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -109,5 +110,24 @@ func TestSigV4Options(t *testing.T) {
 		if _, err := modify.NewSigV4(tt.o); err == nil || err.Error() != tt.want {
 			t.Errorf("NewSigV4(%+v) = %v, want %q", tt.o, err, tt.want)
 		}
+	}
+}
+
+func TestRedactAWSError(t *testing.T) {
+	for _, msg := range []string{
+		`credential process error: parse failed of process output: {"Version":1,"AccessKeyId":"AKIDEXAMPLE","SecretAccessKey":"TOPSECRET/KEY+1","SessionToken":"SESSIONTOK","Expiration":"2030-01-01 00:00:00"}`,
+		"failed to load profile: aws_access_key_id = AKIDEXAMPLE\naws_secret_access_key = TOPSECRET/KEY+1\naws_session_token=SESSIONTOK",
+		"{AccessKeyID:AKIDEXAMPLE SecretAccessKey:TOPSECRET/KEY+1 SessionToken:SESSIONTOK}",
+	} {
+		got := modify.RedactAWSError(errors.New(msg)).Error()
+		if strings.Contains(got, "TOPSECRET") || strings.Contains(got, "SESSIONTOK") {
+			t.Errorf("a secret is left in %q", got)
+		}
+		if !strings.Contains(got, "<redacted>") || !strings.Contains(got, "AKIDEXAMPLE") {
+			t.Errorf("RedactAWSError(%q) = %q: want the secrets redacted and the rest kept", msg, got)
+		}
+	}
+	if modify.RedactAWSError(nil) != nil {
+		t.Error("RedactAWSError(nil) is not nil")
 	}
 }

@@ -94,7 +94,7 @@ func (o *signOptions) sigv4(ctx context.Context) (func(*http.Request) error, err
 	defer cancel()
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, invalidConfig(fmt.Errorf("sigv4: loading the AWS configuration: %w", err))
+		return nil, invalidConfig(fmt.Errorf("sigv4: loading the AWS configuration: %w", modify.RedactAWSError(err)))
 	}
 	region := o.region
 	if region == "" {
@@ -105,7 +105,7 @@ func (o *signOptions) sigv4(ctx context.Context) (func(*http.Request) error, err
 	}
 	provider := aws.NewCredentialsCache(cfg.Credentials)
 	if _, err := provider.Retrieve(ctx); err != nil {
-		return nil, invalidConfig(fmt.Errorf("sigv4: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile in ~/.aws/config or ~/.aws/credentials (%w)", err))
+		return nil, invalidConfig(fmt.Errorf("sigv4: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile in ~/.aws/config or ~/.aws/credentials (%w)", modify.RedactAWSError(err)))
 	}
 	sign, err := modify.NewSigV4(modify.SigV4Options{
 		Service: o.service,
