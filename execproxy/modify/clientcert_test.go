@@ -237,13 +237,15 @@ func TestOpenKeySchemes(t *testing.T) {
 		"pkcs11:object=a":                        `pkcs11: "pkcs11:object=a" names no token: add token=LABEL or serial=`,
 		"pkcs11:token=t;pin=1":                   `pkcs11: unknown attribute "pin"`,
 		"pkcs11:token=t?pin-value=1234;object=o": "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN",
+		"PKCS11:token=t;object=o?pin-value=1234": "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN",
+		"vault:transit/k?token=s3cret":           `key URI "vault:transit/k": unsupported scheme "vault": want a file path, file:PATH or a pkcs11 URI`,
 	} {
 		_, err := modify.OpenKey(uri, modify.KeyOptions{})
 		if err == nil || err.Error() != want {
 			t.Errorf("OpenKey(%q) = %v, want %q", uri, err, want)
 		}
 	}
-	for _, path := range []string{`C:\keys\alice.pem`, "./a:b.pem", "/etc/kplug/alice.key", "file:/etc/kplug/alice.key"} {
+	for _, path := range []string{`C:\keys\alice.pem`, "./a:b.pem", "/etc/kplug/alice.key", "file:/etc/kplug/alice.key", "FILE:/etc/kplug/alice.key"} {
 		if _, err := modify.OpenKey(path, modify.KeyOptions{}); err != nil {
 			t.Errorf("OpenKey(%q) = %v, want a key file", path, err)
 		}

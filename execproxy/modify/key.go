@@ -48,13 +48,13 @@ func OpenKey(uri string, o KeyOptions) (KeySource, error) {
 	switch {
 	case uri == "":
 		return nil, errors.New("no key given")
-	case strings.HasPrefix(uri, "pkcs11:"):
-		u, err := ParsePKCS11URI(uri)
+	case hasScheme(uri, "pkcs11"):
+		u, err := ParsePKCS11URI("pkcs11:" + uri[len("pkcs11:"):])
 		if err != nil {
 			return nil, err
 		}
 		return openPKCS11(u, o)
-	case strings.HasPrefix(uri, "file:"):
+	case hasScheme(uri, "file"):
 		u, err := url.Parse(uri)
 		if err != nil {
 			return nil, fmt.Errorf("key URI %q: %w", uri, err)
@@ -68,9 +68,15 @@ func OpenKey(uri string, o KeyOptions) (KeySource, error) {
 	// Anything else with a scheme is a key store kplug does not know; "C:\k.pem" and
 	// "./a:b.pem" are paths.
 	if scheme, _, ok := strings.Cut(uri, ":"); ok && len(scheme) > 1 && !strings.ContainsAny(scheme, `/\.`) {
-		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH or a pkcs11 URI", uri, scheme)
+		shown, _, _ := strings.Cut(uri, "?") // a query may hold a secret
+		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH or a pkcs11 URI", shown, scheme)
 	}
 	return fileKey(uri), nil
+}
+
+// hasScheme reports whether uri starts with scheme and a colon; schemes are case-insensitive.
+func hasScheme(uri, scheme string) bool {
+	return len(uri) > len(scheme) && uri[len(scheme)] == ':' && strings.EqualFold(uri[:len(scheme)], scheme)
 }
 
 // fileKey is a PEM private key file.

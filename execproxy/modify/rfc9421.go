@@ -146,7 +146,7 @@ func componentValue(req *http.Request, c string) string {
 		if host == "" {
 			host = req.URL.Host
 		}
-		return strings.ToLower(host)
+		return normalizeAuthority(req.URL.Scheme, host)
 	case "@path":
 		if p := req.URL.EscapedPath(); p != "" {
 			return p
@@ -210,4 +210,17 @@ func isSFKey(s string) bool {
 		return false
 	}
 	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-.*") == ""
+}
+
+// normalizeAuthority is host as RFC 9421 §2.2.3 covers it: lower case, without the
+// scheme's default port (RFC 9110 §4.2.3), so that "h:443" and "h" sign the same.
+func normalizeAuthority(scheme, host string) string {
+	host = strings.ToLower(host)
+	switch {
+	case strings.EqualFold(scheme, "https"):
+		return strings.TrimSuffix(host, ":443")
+	case strings.EqualFold(scheme, "http"):
+		return strings.TrimSuffix(host, ":80")
+	}
+	return host
 }

@@ -1,6 +1,7 @@
 package modify_test
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -8,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"net/http"
 	"testing"
@@ -120,5 +122,29 @@ func TestHTTPSigRefusesUnsupportedKeys(t *testing.T) {
 		if _, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: key}); err == nil || err.Error() != want {
 			t.Errorf("NewHTTPSig: %v, want %q", err, want)
 		}
+	}
+}
+
+// "h:443" and "h" are one authority over https (RFC 9421 §2.2.3): a verifier that sees the
+// Host without the default port accepts what was signed with it.
+func TestHTTPSigNormalizesTheAuthority(t *testing.T) {
+	now := time.Now()
+	key := httpSigKeys(t)["ed25519"]
+	sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: key, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://API.example:443/api/v1/pods", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sign(req); err != nil {
+		t.Fatal(err)
+	}
+	seen := req.Clone(context.Background()) // as the server sees it
+	seen.Host = "api.example"
+	seen.TLS = &tls.ConnectionState{}
+	if _, err := sigverify.HTTPSig(seen, nil, "kplug", func(string) (crypto.PublicKey, bool) { return key.Public(), true }, now); err != nil {
+		t.Errorf("signed for API.example:443, verified for api.example: %v", err)
 	}
 }

@@ -138,7 +138,12 @@ func HTTPSig(r *http.Request, body []byte, label string, lookup func(keyID strin
 		case "@method":
 			value = r.Method
 		case "@authority":
-			value = strings.ToLower(r.Host)
+			// Lower case and without the default port (RFC 9421 §2.2.3, RFC 9110 §4.2.3).
+			defaultPort := ":80"
+			if r.TLS != nil {
+				defaultPort = ":443"
+			}
+			value = strings.TrimSuffix(strings.ToLower(r.Host), defaultPort)
 		case "@path":
 			value = r.URL.EscapedPath()
 		case "@query":
