@@ -15,11 +15,12 @@ type Client struct {
 	Start string `json:"start,omitempty"`
 }
 
-// ClientOf identifies process pid, usually os.Getppid(). Pid 0 or 1 (the parent already
-// exited and the wrapper was reparented, or the parent is outside the pid namespace) is
-// an unknown client.
+// ClientOf identifies process pid, usually os.Getppid(). Pid 0 (the parent is outside
+// the pid namespace) is an unknown client. Pid 1 is a client like any other: kubectl or a
+// controller may run as a container's init, and a wrapper reparented to init after its
+// client died has nobody to read its answer, so taking init for the client is harmless.
 func ClientOf(pid int) Client {
-	if pid <= 1 {
+	if pid <= 0 {
 		return Client{}
 	}
 	start, err := processStart(pid)
@@ -30,7 +31,7 @@ func ClientOf(pid int) Client {
 }
 
 // Known reports whether c identifies a process.
-func (c Client) Known() bool { return c.PID > 1 }
+func (c Client) Known() bool { return c.PID > 0 }
 
 func (c Client) String() string {
 	if c.Start == "" {

@@ -34,7 +34,10 @@ func TestClientOf(t *testing.T) {
 	if !self.Known() || self.Start == "" || ClientOf(os.Getpid()) != self {
 		t.Fatalf("ClientOf(self) = %+v, not stable", self)
 	}
-	for _, pid := range []int{0, 1, -3} {
+	if init := ClientOf(1); !init.Known() {
+		t.Errorf("ClientOf(1) = %+v: a client that is a container's init must be known", init)
+	}
+	for _, pid := range []int{0, -3} {
 		if c := ClientOf(pid); c.Known() {
 			t.Errorf("ClientOf(%d) = %+v, want unknown", pid, c)
 		}
