@@ -116,8 +116,8 @@ func (s *Store) Entries() ([]StoredEntry, error) {
 	var out []StoredEntry
 	for _, f := range files {
 		id, ok := strings.CutSuffix(f.Name(), entrySuffix)
-		if !ok || strings.HasPrefix(f.Name(), tmpPrefix) || !f.Type().IsRegular() {
-			continue
+		if !ok || !validID(id) || !f.Type().IsRegular() {
+			continue // not an entry: a write in progress, a lock, a file someone put there
 		}
 		b, err := os.ReadFile(filepath.Join(s.Dir, f.Name()))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -137,10 +137,63 @@ func (s *Store) Entries() ([]StoredEntry, error) {
 
 // Remove deletes the entry with id (from Entries); a missing one is not an error.
 func (s *Store) Remove(id string) error {
-	if id == "" || strings.ContainsAny(id, `/\.`) {
+	if !validID(id) {
 		return fmt.Errorf("plugin: invalid cache entry id %q", id)
 	}
 	return removeEntry(filepath.Join(s.Dir, id+entrySuffix))
+}
+
+// RemoveIf deletes the entry with id if drop, given its document, says so. It holds the
+// entry's lock meanwhile, so that a process about to write it loses nothing, and skips an
+// entry whose lock another process holds. It reports whether it removed the entry.
+func (s *Store) RemoveIf(id string, drop func(data []byte) bool) (bool, error) {
+	if !validID(id) {
+		return false, fmt.Errorf("plugin: invalid cache entry id %q", id)
+	}
+	name := filepath.Join(s.Dir, id+entrySuffix)
+	lock := flock.New(filepath.Join(s.Dir, id+lockSuffix), flock.SetPermissions(0o600))
+	ok, err := lock.TryLock()
+	if err != nil || !ok {
+		return false, err
+	}
+	defer lock.Unlock()         //nolint:errcheck // closing the file releases the lock anyway
+	b, err := os.ReadFile(name) //nolint:gosec // a file of the cache directory, named by a checked id
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil || !drop(b) {
+		return false, err
+	}
+	return true, removeEntry(name)
+}
+
+// RemoveTemp deletes the files of writes in progress older than age: what a process that
+// crashed while writing left behind (they hold credentials too).
+func (s *Store) RemoveTemp(age time.Duration) error {
+	matches, err := filepath.Glob(filepath.Join(s.Dir, tmpPrefix+"*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range matches {
+		if info, err := os.Lstat(m); err == nil && time.Since(info.ModTime()) >= age {
+			errs = append(errs, removeEntry(m))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validID reports whether id is one that ID returns: 32 lower-case hex digits.
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ID returns the id Entries reports for key's entry.

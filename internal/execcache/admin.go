@@ -77,6 +77,11 @@ func Clear(dir, path string, args []string) (int, error) {
 		}
 		n++
 	}
+	if path == "" {
+		if err := store.RemoveTemp(0); err != nil { // unfinished writes hold credentials too
+			return n, fmt.Errorf("exec-cache: %w", err)
+		}
+	}
 	return n, nil
 }
 

@@ -26,6 +26,9 @@ var IgnoredEnv = []string{
 	"STY", "WINDOW", "VTE_VERSION", "INVOCATION_ID", "JOURNAL_STREAM", "SECURITYSESSIONID",
 	"XDG_SESSION_*", "XDG_VTNR", "ITERM_*", "KITTY_*", "WEZTERM_*", "ALACRITTY_*", "KONSOLE_*",
 	"GNOME_TERMINAL_*", "VSCODE_*", "LC_TERMINAL*", "__CF*",
+	// One value per tab or shell: Windows Terminal, ConEmu, shell prompts and multiplexers.
+	"WT_SESSION", "WT_PROFILE_ID", "ConEmu*", "STARSHIP_SESSION_KEY", "STARSHIP_SHELL",
+	"POWERLINE_*", "ZELLIJ*", "WSLENV", "TERMUX_*", "OSC_*",
 }
 
 // keyDoc is what the cache key is a hash of. Field names are part of the on-disk format:

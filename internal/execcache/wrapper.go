@@ -2,6 +2,7 @@ package execcache
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -136,7 +137,34 @@ func Run(ctx context.Context, o Options) error {
 	}
 	o.store(locked, log, info, path, out, now)
 	_, err = o.Stdout.Write(out)
+	sweep(store, store.ID(key), now, log)
 	return err
+}
+
+// sweep removes, after a miss, the entries no call may be served any more (expired, or
+// unreadable) and writes a crashed process left behind, so that credentials do not pile
+// up in the cache directory. Entries another process holds are left for a later sweep.
+func sweep(store *plugin.Store, current string, now time.Time, log *slog.Logger) {
+	stored, err := store.Entries()
+	if err != nil {
+		log.Debug("exec-cache: sweep", "err", err)
+		return
+	}
+	for _, s := range stored {
+		if s.ID == current {
+			continue
+		}
+		removed, err := store.RemoveIf(s.ID, func(data []byte) bool {
+			var e entry
+			return json.Unmarshal(data, &e) != nil || !e.servable(now)
+		})
+		if err != nil || removed {
+			log.Debug("exec-cache: swept", "entry", s.ID[:12], "err", err)
+		}
+	}
+	if err := store.RemoveTemp(time.Minute); err != nil {
+		log.Debug("exec-cache: sweeping unfinished writes", "err", err)
+	}
 }
 
 // lookup returns the locked entry if it may be served to this call, or else why not.

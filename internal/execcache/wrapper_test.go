@@ -517,3 +517,45 @@ func selfSignedPEM(t *testing.T) (certPEM, keyPEM []byte) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
+
+// TestRunSweepsUnservableEntries: a miss removes the entries of other keys that can no
+// longer be served, and unfinished writes a crash left, so that credentials do not pile up.
+func TestRunSweepsUnservableEntries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	prod := execInfoEnv(t, execcred.V1, &execcred.Cluster{Server: "https://prod:6443", Config: []byte("null")}, nil)
+	dev := execInfoEnv(t, execcred.V1, &execcred.Cluster{Server: "https://dev:6443", Config: []byte("null")}, nil)
+	if _, err := h.call(Client{}, prod); err != nil { // served for the default TTL, an hour
+		t.Fatal(err)
+	}
+	stale := filepath.Join(h.cache, ".tmp-crashed")
+	if err := os.WriteFile(stale, []byte(`{"token":"x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(30 * time.Minute) // prod's entry is still served: kept
+	if _, err := h.call(Client{}, dev); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.entryFiles()); n != 2 {
+		t.Errorf("%d entries after a miss while the other was servable, want 2", n)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an old unfinished write was left: %v", err)
+	}
+	h.now = h.now.Add(65 * time.Minute) // both expired; the miss for dev sweeps prod's
+	if _, err := h.call(Client{}, dev); err != nil {
+		t.Fatal(err)
+	}
+	files := h.entryFiles()
+	var e entry
+	if len(files) != 1 {
+		t.Fatalf("entries %v after a miss with the other expired, want dev's alone", files)
+	}
+	if b, err := os.ReadFile(files[0]); err != nil || json.Unmarshal(b, &e) != nil || e.Server != "https://dev:6443" {
+		t.Errorf("the entry left is %s (%v), want dev's", e.Server, err)
+	}
+}
