@@ -50,7 +50,8 @@ type ClientCertificate struct {
 	stamp   string    // the certificate file's content in use
 	refused string    // the last replacement that could not be used
 	retry   time.Time // when to try that replacement again (its key may still be coming)
-	gen     uint64
+	gen     uint64    // rotations so far
+	rotated time.Time // when the last rotation was
 }
 
 // NewClientCertificate loads the certificate and its key and checks them: the certificate
@@ -152,6 +153,7 @@ func (c *ClientCertificate) current() (*tls.Certificate, uint64) {
 	}
 	c.cert, c.stamp, c.refused = cert, st, ""
 	c.gen++
+	c.rotated = c.o.Now()
 	c.log().Info("client certificate: rotated", "source", c.source(), "subject", cert.Leaf.Subject.String(), "notAfter", cert.Leaf.NotAfter)
 	return c.cert, c.gen
 }
@@ -205,12 +207,23 @@ func (s *rotatingSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
 	return s.forGen(gen).Get(key)
 }
 
+// Put keeps a session for later connections, except shortly after a rotation: in TLS 1.3
+// the session ticket arrives after the handshake, so a connection made with the old
+// certificate just before the rotation could otherwise put a session with the old identity
+// into the new generation's cache.
 func (s *rotatingSessionCache) Put(key string, cs *tls.ClientSessionState) {
 	s.c.mu.Lock()
-	gen := s.c.gen
+	gen, sinceRotation := s.c.gen, s.c.o.Now().Sub(s.c.rotated)
 	s.c.mu.Unlock()
+	if gen > 0 && sinceRotation < rotationGrace {
+		return
+	}
 	s.forGen(gen).Put(key, cs)
 }
+
+// rotationGrace outlasts any handshake that began before a rotation (net/http gives a
+// TLS handshake 10 s), and so any session ticket such a handshake brings.
+const rotationGrace = 30 * time.Second
 
 // Watch checks the certificate every interval until ctx ends, and sends on the
 // returned channel after each rotation (for execproxy/server.Options.CloseIdleConnections,

@@ -251,3 +251,43 @@ func TestOpenKeySchemes(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsRightAfterRotationAreNotKept: a TLS 1.3 session ticket arrives after the
+// handshake, so one put shortly after a rotation may belong to a connection made with the
+// old certificate; it must not be resumed as the new identity.
+func TestSessionsRightAfterRotationAreNotKept(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	key1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certFile, keyFile := filePair(t, dir, "client", ca, "alice-1", key1)
+	now := time.Now()
+	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{
+		CertFile: certFile, Key: mustOpen(t, keyFile), Now: func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cache := cc.ClientSessionCache()
+	before, during, after := &tls.ClientSessionState{}, &tls.ClientSessionState{}, &tls.ClientSessionState{}
+	cache.Put("api:443", before)
+	if got, ok := cache.Get("api:443"); !ok || got != before {
+		t.Fatal("a session before any rotation was not kept")
+	}
+	key2, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	writeFile(t, keyFile, keyPEM(t, key2))
+	writeFile(t, certFile, ca.issueNow(t, "alice-2", key2.Public()))
+	if _, ok := cache.Get("api:443"); ok { // the next connection notices the rotation
+		t.Error("a session of the old certificate is offered after the rotation")
+	}
+	now = now.Add(time.Second)
+	cache.Put("api:443", during)
+	if _, ok := cache.Get("api:443"); ok {
+		t.Error("a session put a second after the rotation is kept; it may carry the old identity")
+	}
+	now = now.Add(time.Minute)
+	cache.Put("api:443", after)
+	if got, ok := cache.Get("api:443"); !ok || got != after {
+		t.Error("a session put well after the rotation was not kept")
+	}
+}
