@@ -83,13 +83,9 @@ func hasScheme(uri, scheme string) bool {
 type fileKey string
 
 func (f fileKey) Key(pub crypto.PublicKey) (crypto.Signer, error) {
-	b, err := os.ReadFile(string(f))
+	key, err := f.soleKey()
 	if err != nil {
-		return nil, fmt.Errorf("reading key: %w", err)
-	}
-	key, err := parsePEMKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("key %s: %w", f, err)
+		return nil, err
 	}
 	if !publicKeysEqual(key.Public(), pub) {
 		return nil, fmt.Errorf("key %s does not match the certificate (the certificate is for a different %s key)", f, keyTypeName(pub))
