@@ -22,10 +22,10 @@ type clientSession struct {
 // connect runs the context's exec plugin, if any, as a client that supports exec proxies.
 func (o *kubeconfigOptions) connect(ctx context.Context, g *globals, cfg *rest.Config, stdinUse string) (*clientSession, error) {
 	plugin, opts, err := o.execPlugin(g, cfg, stdinUse)
-	if err != nil || plugin == nil {
-		if err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
+	}
+	if plugin == nil {
 		rt, err := execcred.HTTPTransport(cfg, nil, false)
 		return &clientSession{rt: rt, close: func() {}}, err
 	}

@@ -17,23 +17,18 @@ func redactArgs(args []string) []string {
 	out := make([]string, len(args))
 	hideNext := false
 	for i, a := range args {
-		switch {
-		case hideNext && !strings.HasPrefix(a, "-"):
-			out[i] = redacted
+		out[i] = a
+		if !strings.HasPrefix(a, "-") { // a value, or a plain argument
+			if hideNext {
+				out[i] = redacted
+			}
 			hideNext = false
-			continue
-		case !strings.HasPrefix(a, "-"):
-			hideNext = false
-			out[i] = a
 			continue
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		secret := secretFlag.MatchString(name)
-		switch {
-		case secret && hasValue:
+		if secret && hasValue {
 			out[i] = a[:strings.IndexByte(a, '=')+1] + redacted
-		default:
-			out[i] = a
 		}
 		hideNext = secret && !hasValue
 	}

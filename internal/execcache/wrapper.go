@@ -150,14 +150,15 @@ func sweep(store *plugin.Store, current string, now time.Time, log *slog.Logger)
 		log.Debug("exec-cache: sweep", "err", err)
 		return
 	}
+	unservable := func(data []byte) bool {
+		var e entry
+		return json.Unmarshal(data, &e) != nil || !e.servable(now)
+	}
 	for _, s := range stored {
-		if s.ID == current {
-			continue
+		if s.ID == current || !unservable(s.Data) {
+			continue // only what looks unservable is locked and read again
 		}
-		removed, err := store.RemoveIf(s.ID, func(data []byte) bool {
-			var e entry
-			return json.Unmarshal(data, &e) != nil || !e.servable(now)
-		})
+		removed, err := store.RemoveIf(s.ID, unservable)
 		if err != nil || removed {
 			log.Debug("exec-cache: swept", "entry", s.ID[:12], "err", err)
 		}
