@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Builds the pinned development tools (hack/tools/go.mod) into _output/bin. A tool is rebuilt
 # only when its inputs change: go.mod, go.sum, the Go version, its package and its flags.
+# Built binaries are kept by that key in a cache outside the checkout
+# (KPLUG_TOOLS_CACHE, default ~/.cache/kplug/tools), so a fresh clone on the same machine
+# reuses them instead of spending twenty minutes rebuilding kube-apiserver.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=$(cd ../.. && pwd)/_output/bin
+cache=${KPLUG_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kplug/tools}
 mkdir -p "$out"
+mkdir -p -m 0700 "$cache"
 
 k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)        # e.g. v1.36.3
 minor=$(echo "$k8s" | cut -d. -f2)
@@ -24,12 +29,19 @@ build() {
 		echo "tools: $name is up to date" >&2
 		return
 	fi
-	echo "tools: building $name from $pkg (kube-apiserver takes several minutes on 2 cores)..." >&2
-	local start=$SECONDS
-	go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg"
+	local cached=$cache/$name-$key
+	if [[ ! -x "$cached" ]]; then
+		echo "tools: building $name from $pkg (kube-apiserver takes several minutes on 2 cores)..." >&2
+		local start=$SECONDS
+		go build -trimpath -ldflags "$ldflags" -o "$cached.tmp.$$" "$pkg"
+		mv "$cached.tmp.$$" "$cached"
+		echo "tools: built $name in $((SECONDS - start))s" >&2
+	else
+		echo "tools: $name from the cache ($cache)" >&2
+	fi
+	cp "$cached" "$out/$name.tmp"
 	mv "$out/$name.tmp" "$out/$name"
 	echo "$key" >"$out/.$name.key"
-	echo "tools: built $name in $((SECONDS - start))s" >&2
 }
 
 build etcd go.etcd.io/etcd/server/v3

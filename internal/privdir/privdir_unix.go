@@ -1,0 +1,51 @@
+//go:build unix
+
+package privdir
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	noFollow = syscall.O_NOFOLLOW
+	nonBlock = syscall.O_NONBLOCK
+)
+
+func checkOwner(dir string, info fs.FileInfo) error {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: cannot read its owner", dir)
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d): another user may have created it; remove it, or set a directory of your own", dir, st.Uid, uid)
+	}
+	perm := info.Mode().Perm()
+	if perm&0o022 != 0 {
+		return fmt.Errorf("%s has mode %v: other users can write to it, so nothing in it can be trusted; remove it and retry", dir, perm)
+	}
+	if perm&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // a directory: 0700 is owner-only
+			return fmt.Errorf("%s has mode %v and cannot be made private (chmod 700 %s): %w", dir, perm, dir, err)
+		}
+	}
+	return nil
+}
+
+func isLoop(err error) bool { return errors.Is(err, syscall.ELOOP) }
+
+// clearNonBlock puts a file opened with O_NONBLOCK (so that a FIFO could not block the
+// open) back into blocking mode, for ordinary reads and writes.
+func clearNonBlock(f *os.File) error {
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, flags&^unix.O_NONBLOCK)
+	return err
+}

@@ -1,0 +1,159 @@
+//go:build unix
+
+package privdir
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestEnsure(t *testing.T) {
+	t.Run("creates 0700", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "a", "b")
+		if err := Ensure(dir); err != nil {
+			t.Fatal(err)
+		}
+		assertMode(t, dir, 0o700)
+	})
+	t.Run("narrows a readable directory", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "d")
+		mustMkdir(t, dir, 0o755)
+		if err := Ensure(dir); err != nil {
+			t.Fatal(err)
+		}
+		assertMode(t, dir, 0o700)
+	})
+	t.Run("refuses a writable directory", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "d")
+		mustMkdir(t, dir, 0o777)
+		wantErr(t, Ensure(dir), "other users can write to it")
+	})
+	t.Run("refuses a symbolic link to a directory", func(t *testing.T) {
+		tmp := t.TempDir()
+		target := filepath.Join(tmp, "target")
+		mustMkdir(t, target, 0o700)
+		link := filepath.Join(tmp, "link")
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, Ensure(link), "is a symbolic link")
+	})
+	t.Run("refuses a file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, Ensure(path), "is not a directory")
+	})
+	// Finding 1 of issue 12: a directory another user created first.
+	t.Run("refuses another user's directory", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to give a directory to another user")
+		}
+		dir := filepath.Join(t.TempDir(), "d")
+		mustMkdir(t, dir, 0o700)
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, Ensure(dir), "belongs to uid 65534, not to this user")
+	})
+}
+
+func TestCreateRefusesExisting(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "x.log")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(link); err == nil {
+		t.Fatal("Create wrote through a symbolic link")
+	}
+	if _, err := Replace(link); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("Replace: got %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Fatalf("the link's target was changed to %q", b)
+	}
+	f, err := Create(filepath.Join(dir, "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	assertMode(t, f.Name(), 0o600)
+	f, err = Replace(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+func TestOpenRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Open(fifo)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantErr(t, err, "is not a regular file")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open blocked on a FIFO")
+	}
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(link)
+	wantErr(t, err, "is a symbolic link")
+	b, err := ReadFile(target, 6)
+	if err != nil || string(b) != "secret" {
+		t.Fatalf("ReadFile = %q, %v", b, err)
+	}
+	_, err = ReadFile(target, 5)
+	wantErr(t, err, "larger than 5 bytes")
+}
+
+func mustMkdir(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
+}
+
+func assertMode(t *testing.T, path string, want os.FileMode) {
+	t.Helper()
+	info, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Mode().Perm(); got != want {
+		t.Fatalf("%s has mode %v, want %v", path, got, want)
+	}
+}
+
+func wantErr(t *testing.T, err error, substr string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), substr) {
+		t.Fatalf("got error %v, want one containing %q", err, substr)
+	}
+}

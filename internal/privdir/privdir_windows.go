@@ -1,0 +1,21 @@
+//go:build windows
+
+package privdir
+
+import (
+	"io/fs"
+	"os"
+)
+
+const (
+	noFollow = 0
+	nonBlock = 0
+)
+
+// checkOwner accepts any directory on Windows: access is governed by ACLs, and a user's
+// profile and temp directories are private by default.
+func checkOwner(string, fs.FileInfo) error { return nil }
+
+func isLoop(error) bool { return false }
+
+func clearNonBlock(*os.File) error { return nil }
