@@ -61,7 +61,7 @@ func (ca *testCA) serving(t testing.TB) tls.Certificate {
 // the node's name and address, not the apiserver's name.
 func (ca *testCA) nodeServing(t testing.TB) tls.Certificate {
 	return ca.issue(t, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "system:node:node-1", Organization: []string{"system:nodes"}},
+		Subject:     pkix.Name{CommonName: "system:node:node-1", Organization: []string{"system:nodes"}},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"node-1"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
