@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/internal/cli"
+	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -48,23 +50,61 @@ func (s *sidecar) stop(t *testing.T) {
 	}
 }
 
-// startSidecar runs `kplug peerproxy` beside apiserver i, as the admin (who may manage
-// Leases in kube-system), and stops it when the test ends.
+// startSidecar runs `kplug peerproxy` beside apiserver i in the documented setup: peers
+// verify each other with a dedicated peer CA, each presenting a certificate from it for
+// the peer server name. It runs as the admin (who may manage Leases in kube-system) and
+// stops when the test ends.
 func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
+	t.Helper()
+	ca := peerCA(t, cp)
+	cert, err := cp.PKI.Issue(ca, "peer-"+cp.Servers[i].Name, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kplug-peerproxy-" + cp.Servers[i].Name},
+		DNSNames:    []string{mvproxy.DefaultPeerServerName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startSidecarWith(t, cp, i, "--peer-ca-file="+ca.File, "--peer-tls-cert-file="+cert.CertFile, "--peer-tls-private-key-file="+cert.KeyFile)
+}
+
+var (
+	peerCAsMu sync.Mutex
+	peerCAs   = map[*framework.ControlPlane]*framework.CA{}
+)
+
+// peerCA is the control plane's dedicated peer CA, made at the first call.
+func peerCA(t *testing.T, cp *framework.ControlPlane) *framework.CA {
+	t.Helper()
+	peerCAsMu.Lock()
+	defer peerCAsMu.Unlock()
+	if ca := peerCAs[cp]; ca != nil {
+		return ca
+	}
+	ca, err := cp.PKI.NewCA("peer-ca", "kplug-e2e peer CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerCAs[cp] = ca
+	return ca
+}
+
+// startSidecarWith runs `kplug peerproxy` beside apiserver i with peerFlags for the peer
+// CA and the certificate presented to peers.
+func startSidecarWith(t *testing.T, cp *framework.ControlPlane, i int, peerFlags ...string) *sidecar {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
-	args := []string{"peerproxy", "-v=4",
+	args := append([]string{"peerproxy", "-v=4",
 		"--kubeconfig=" + cp.Admin.Kubeconfig, "--apiserver=" + cp.Servers[i].URL,
 		"--listen-address=" + addr, "--id=kplug-peerproxy-" + cp.Servers[i].Name,
 		"--tls-cert-file=" + p.Serving.CertFile, "--tls-private-key-file=" + p.Serving.KeyFile,
 		"--client-ca-file=" + p.ClientCA.File,
 		"--requestheader-client-ca-file=" + p.FrontProxyCA.File, "--requestheader-allowed-names=" + framework.FrontProxyClientName,
 		"--proxy-client-cert-file=" + p.ProxyClient.CertFile, "--proxy-client-key-file=" + p.ProxyClient.KeyFile,
-		"--peer-ca-file=" + p.ClusterCA.File,
 		"--local-refresh=2s", "--peer-refresh=3s", "--peer-timeout=3s", "--metrics-addr=" + metricsAddr,
-	}
+	}, peerFlags...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sidecar{URL: "https://" + addr, Metrics: "http://" + metricsAddr + "/metrics", cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
 	go func() {
@@ -163,10 +203,17 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 				t.Errorf("sidecar %d: profile=nopeer lists batch: %v, want %v", i, got, want)
 			}
 		}
-		a := discoveryGroups(ctx, t, admin, sides[0].URL, acceptAggregated)
-		b := discoveryGroups(ctx, t, admin, sides[1].URL, acceptAggregated)
-		if !slices.Equal(a, b) {
-			t.Errorf("merged group order differs between sidecars:\n%v\n%v", a, b)
+		// Each sidecar lists its apiserver's groups first, as its apiserver lists them,
+		// then the groups only peers serve.
+		for i, s := range sides {
+			local := discoveryGroups(ctx, t, admin, s.URL, acceptAggregated+";profile=nopeer")
+			want := local
+			if !slices.Contains(local, "batch") {
+				want = append(slices.Clone(local), "batch")
+			}
+			if got := discoveryGroups(ctx, t, admin, s.URL, acceptAggregated); !slices.Equal(got, want) {
+				t.Errorf("sidecar %d: merged groups\n%v\nwant\n%v", i, got, want)
+			}
 		}
 		out, err := kubectl(ctx, cp, kubeconfigs[cp.Admin.Name], 1, "api-resources", "--api-group=batch", "-o", "name")
 		if err != nil || !strings.Contains(string(out), "jobs") {
