@@ -149,8 +149,11 @@ func TestSecurityMixedVersionProxyPeerTrust(t *testing.T) {
 	var merged apidiscoveryv2.APIGroupDiscoveryList
 	eventually(ctx, t, "the verified peer's group in merged discovery", func() error {
 		code, body, err := do(ctx, admin, side.URL+"/apis", http.Header{"Accept": {acceptAggregated}})
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("merged /apis: %d %v %.200s", code, err, body)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("merged /apis: %d %.200s", code, body)
 		}
 		if err := json.Unmarshal([]byte(body), &merged); err != nil {
 			return err
