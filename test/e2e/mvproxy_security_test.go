@@ -101,8 +101,8 @@ func (p *fakePeer) requests() []string {
 	return slices.Clone(p.auth)
 }
 
-// createPeerLease creates a sidecar Lease naming addr, as any holder of Lease write
-// access in the namespace can.
+// createPeerLease creates a sidecar Lease naming addr, as the admin, or anyone else with
+// Lease write access in the sidecars' namespace, can.
 func createPeerLease(ctx context.Context, t *testing.T, cp *framework.ControlPlane, name, addr string) {
 	t.Helper()
 	client, err := kubernetes.NewForConfig(cp.RESTConfig(cp.Admin, 0))
@@ -110,13 +110,13 @@ func createPeerLease(ctx context.Context, t *testing.T, cp *framework.ControlPla
 		t.Fatal(err)
 	}
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: leaseNamespace,
 			Labels:      map[string]string{mvproxy.LeaseLabel: mvproxy.LeaseLabelValue},
 			Annotations: map[string]string{mvproxy.AddressAnnotation: addr}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_1"), LeaseDurationSeconds: ptr.To(int32(3600)),
 			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
 	}
-	if _, err := client.CoordinationV1().Leases("kube-system").Create(ctx, l, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoordinationV1().Leases(leaseNamespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

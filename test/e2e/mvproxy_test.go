@@ -52,11 +52,11 @@ func (s *sidecar) stop(t *testing.T) {
 
 // startSidecar runs `kplug peerproxy` beside apiserver i in the documented setup: peers
 // verify each other with a dedicated peer CA, each presenting a certificate from it for
-// the peer server name. It runs as the admin (who may manage Leases in kube-system) and
-// stops when the test ends.
+// the peer server name; the sidecar runs as the user docs/peerproxy-rbac.yaml grants,
+// with its Leases in the namespace only sidecars write to. It stops when the test ends.
 func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
 	t.Helper()
-	ca := peerCA(t, cp)
+	ca := setupSidecars(t, cp).peerCA
 	cert, err := cp.PKI.Issue(ca, "peer-"+cp.Servers[i].Name, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kplug-peerproxy-" + cp.Servers[i].Name},
 		DNSNames:    []string{mvproxy.DefaultPeerServerName},
@@ -68,25 +68,57 @@ func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
 	return startSidecarWith(t, cp, i, "--peer-ca-file="+ca.File, "--peer-tls-cert-file="+cert.CertFile, "--peer-tls-private-key-file="+cert.KeyFile)
 }
 
+// leaseNamespace is the namespace docs/peerproxy-rbac.yaml gives the sidecars.
+const leaseNamespace = "kplug-peerproxy"
+
+// sidecarSetup is what the sidecars of one control plane share: the dedicated peer CA,
+// and the kubeconfig of the user docs/peerproxy-rbac.yaml grants.
+type sidecarSetup struct {
+	peerCA     *framework.CA
+	kubeconfig string
+}
+
 var (
-	peerCAsMu sync.Mutex
-	peerCAs   = map[*framework.ControlPlane]*framework.CA{}
+	setupsMu sync.Mutex
+	setups   = map[*framework.ControlPlane]*sidecarSetup{}
 )
 
-// peerCA is the control plane's dedicated peer CA, made at the first call.
-func peerCA(t *testing.T, cp *framework.ControlPlane) *framework.CA {
+// setupSidecars makes, at the first call for cp, the peer CA and the sidecars' user
+// kplug-peerproxy (a client certificate), and applies docs/peerproxy-rbac.yaml as the
+// admin.
+func setupSidecars(t *testing.T, cp *framework.ControlPlane) *sidecarSetup {
 	t.Helper()
-	peerCAsMu.Lock()
-	defer peerCAsMu.Unlock()
-	if ca := peerCAs[cp]; ca != nil {
-		return ca
+	setupsMu.Lock()
+	defer setupsMu.Unlock()
+	if s := setups[cp]; s != nil {
+		return s
 	}
 	ca, err := cp.PKI.NewCA("peer-ca", "kplug-e2e peer CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	peerCAs[cp] = ca
-	return ca
+	user, err := cp.PKI.IssueClient(cp.PKI.ClientCA, "kplug-peerproxy", "kplug-peerproxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cluster := clientcmdapi.NewCluster()
+	cluster.Server, cluster.CertificateAuthorityData = cp.Servers[0].URL, cp.PKI.ClusterCA.CertPEM
+	auth := clientcmdapi.NewAuthInfo()
+	auth.ClientCertificateData, auth.ClientKeyData = user.CertPEM, user.KeyPEM
+	c := clientcmdapi.NewContext()
+	c.Cluster, c.AuthInfo = "cluster", "kplug-peerproxy"
+	cfg.Clusters["cluster"], cfg.AuthInfos["kplug-peerproxy"], cfg.Contexts["default"] = cluster, auth, c
+	cfg.CurrentContext = "default"
+	s := &sidecarSetup{peerCA: ca, kubeconfig: filepath.Join(cp.Dir, "kplug-peerproxy.kubeconfig")}
+	if err := clientcmd.WriteToFile(*cfg, s.kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cp.Kubectl(context.Background(), cp.Admin, "apply", "-f", filepath.Join("..", "..", "docs", "peerproxy-rbac.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -f docs/peerproxy-rbac.yaml: %v\n%s", err, out)
+	}
+	setups[cp] = s
+	return s
 }
 
 // startSidecarWith runs `kplug peerproxy` beside apiserver i with peerFlags for the peer
@@ -97,7 +129,7 @@ func startSidecarWith(t *testing.T, cp *framework.ControlPlane, i int, peerFlags
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
 	args := append([]string{"peerproxy", "-v=4",
-		"--kubeconfig=" + cp.Admin.Kubeconfig, "--apiserver=" + cp.Servers[i].URL,
+		"--kubeconfig=" + setupSidecars(t, cp).kubeconfig, "--apiserver=" + cp.Servers[i].URL, "--lease-namespace=" + leaseNamespace,
 		"--listen-address=" + addr, "--id=kplug-peerproxy-" + cp.Servers[i].Name,
 		"--tls-cert-file=" + p.Serving.CertFile, "--tls-private-key-file=" + p.Serving.KeyFile,
 		"--client-ca-file=" + p.ClientCA.File,
