@@ -28,7 +28,9 @@ type Options struct {
 	// Directory says who serves what. Required.
 	Directory *Directory
 	// PeerTransport carries requests to peers. It must verify each peer's serving
-	// certificate with the peer CA and present the proxy client certificate. Required.
+	// certificate with the peer CA for a fixed name (tls.Config.ServerName, e.g.
+	// DefaultPeerServerName), never for the address a Lease names, and present the proxy
+	// client certificate. Required.
 	PeerTransport http.RoundTripper
 	// Identify tells who sent a request (see CertIdentifier). An error answers 401.
 	// Required; in a k8s.io/apiserver chain, build the Caller from request.UserFrom.
