@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -84,10 +85,10 @@ func (k *LeaseKeeper) Run(ctx context.Context) {
 }
 
 // deleteDeadLeases deletes other sidecars' Leases that nobody renews, so that no dead peer
-// lingers. It notes each Lease's holder and renew time, waits twice the Lease's duration
-// on this machine's clock, and deletes the Leases still unchanged. It never compares a
-// peer's renew time, written by the peer's clock, with this machine's clock: a live
-// peer's Lease is kept whatever the skew between the two clocks.
+// lingers. It notes each Lease's holder and renew time and, twice the Lease's duration
+// later on this machine's monotonic clock, deletes it if both are unchanged. It never
+// compares a peer's renew time, written by the peer's clock, with this machine's clock:
+// a live peer's Lease is kept whatever the skew between the two clocks.
 func (k *LeaseKeeper) deleteDeadLeases(ctx context.Context) {
 	leases := k.Client.CoordinationV1().Leases(k.Namespace)
 	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: LeaseLabel + "=" + LeaseLabelValue})
@@ -97,25 +98,17 @@ func (k *LeaseKeeper) deleteDeadLeases(ctx context.Context) {
 		}
 		return
 	}
-	var wait time.Duration
-	seen := map[string]coordinationv1.Lease{}
-	for _, l := range list.Items {
-		if l.Name == k.Name {
-			continue
+	start := time.Now()
+	seen := slices.DeleteFunc(list.Items, func(l coordinationv1.Lease) bool { return l.Name == k.Name })
+	deadline := func(l *coordinationv1.Lease) time.Time { return start.Add(2 * leaseDuration(l, k.Duration)) }
+	slices.SortFunc(seen, func(a, b coordinationv1.Lease) int { return deadline(&a).Compare(deadline(&b)) })
+	for _, before := range seen {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(deadline(&before))):
 		}
-		seen[l.Name] = l
-		wait = max(wait, 2*leaseDuration(&l, k.Duration))
-	}
-	if len(seen) == 0 {
-		return
-	}
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(wait):
-	}
-	for name, before := range seen {
-		now, err := leases.Get(ctx, name, metav1.GetOptions{})
+		now, err := leases.Get(ctx, before.Name, metav1.GetOptions{})
 		if err != nil || !sameRenewal(&before, now) {
 			continue // gone, or renewed: alive
 		}
@@ -124,8 +117,8 @@ func (k *LeaseKeeper) deleteDeadLeases(ctx context.Context) {
 		if now.ResourceVersion != "" {
 			pre.ResourceVersion = &now.ResourceVersion
 		}
-		if err := leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre}); err == nil {
-			k.Logger.Info("deleted a peer lease nobody renews", "lease", name)
+		if err := leases.Delete(ctx, before.Name, metav1.DeleteOptions{Preconditions: pre}); err == nil {
+			k.Logger.Info("deleted a peer lease nobody renews", "lease", before.Name)
 		}
 	}
 }
