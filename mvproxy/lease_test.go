@@ -27,9 +27,12 @@ var sidecarLabels = map[string]string{LeaseLabel: LeaseLabelValue}
 func TestLeaseKeeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
+		longLease := testLease("dead-peer-with-a-day-long-lease", "y", time.Now().Add(-time.Hour), sidecarLabels)
+		longLease.Spec.LeaseDurationSeconds = ptr.To(int32(24 * 3600))
 		client := fake.NewClientset(
 			testLease("me", "me_previous-run", time.Now(), sidecarLabels),
 			testLease("dead-peer", "x", time.Now().Add(-time.Hour), sidecarLabels),
+			longLease,
 			testLease("apiserver-abc", "z", time.Now().Add(-time.Hour), map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver"}),
 		)
 		leases := client.CoordinationV1().Leases("kube-system")
@@ -46,11 +49,11 @@ func TestLeaseKeeper(t *testing.T) {
 		if l.Annotations[AddressAnnotation] != "127.0.0.1:6444" || l.Labels[LeaseLabel] != LeaseLabelValue || !strings.HasPrefix(k.Holder(), "me_") || *l.Spec.LeaseDurationSeconds != 30 {
 			t.Errorf("own lease %+v, holder %s", l, k.Holder())
 		}
-		// A dead peer's Lease goes once it was seen unrenewed for twice its duration;
-		// an apiserver's Lease is never touched.
+		// A dead peer's Lease goes once it was seen unrenewed for twice its duration,
+		// whatever the duration of others; an apiserver's Lease is never touched.
 		time.Sleep(61 * time.Second)
 		synctest.Wait()
-		for name, wantGone := range map[string]bool{"dead-peer": true, "apiserver-abc": false, "me": false} {
+		for name, wantGone := range map[string]bool{"dead-peer": true, longLease.Name: false, "apiserver-abc": false, "me": false} {
 			_, err := leases.Get(ctx, name, metav1.GetOptions{})
 			if gone := apierrors.IsNotFound(err); gone != wantGone {
 				t.Errorf("lease %s deleted: %v, want %v", name, gone, wantGone)
