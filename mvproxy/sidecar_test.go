@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"slices"
 	"strings"
@@ -404,6 +405,7 @@ func httptestTLS(t *testing.T, c *testCluster, h http.Handler) string {
 func httptestTLSCert(t *testing.T, cert tls.Certificate, h http.Handler) string {
 	t.Helper()
 	srv := httptestUnstarted(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes sidecars refuse
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
