@@ -79,6 +79,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(selfProxyEnv) != "" {
 		os.Exit(selfProxy())
 	}
+	if os.Getenv(lockFDsEnv) != "" {
+		os.Exit(reportLockFDs())
+	}
 	if socket := os.Getenv(dialAsEnv); socket != "" {
 		conn, err := net.Dial("unix", socket)
 		if err != nil {
