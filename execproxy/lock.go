@@ -29,7 +29,7 @@ type Lock struct {
 // that clients killed with SIGKILL left behind are removed.
 func NewLock(dir string) (*Lock, error) {
 	if err := privdir.Ensure(dir); err != nil {
-		return nil, fmt.Errorf("exec proxy: runtime directory: %w (or set XDG_RUNTIME_DIR or TMPDIR to a directory of your own)", err)
+		return nil, fmt.Errorf("exec proxy: runtime directory: %w (kplug uses $XDG_RUNTIME_DIR/kplug, else $TMPDIR/kplug-<uid>)", err)
 	}
 	removeStaleLocks(dir)
 	b := make([]byte, 8)

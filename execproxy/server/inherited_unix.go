@@ -15,7 +15,8 @@ import (
 // the plugin, and the proxy, holding it, would keep the client's lock alive after the
 // client exits and so never exit. Inherited means without FD_CLOEXEC: Go opens every file
 // close-on-exec, and only a descriptor without the flag survives an exec. Descriptors
-// are listed from /dev/fd (Linux, macOS, the BSDs); without it nothing is closed.
+// are listed from /dev/fd, which Linux (with /proc) and macOS list in full; where it
+// lists fewer, only those are looked at.
 func closeInherited(lock *os.File, log *slog.Logger) {
 	var want unix.Stat_t
 	if unix.Fstat(int(lock.Fd()), &want) != nil { //nolint:gosec // a descriptor fits an int

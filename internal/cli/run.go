@@ -58,7 +58,7 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	}
 	runtimeDir := execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR"))
 	if err := privdir.Ensure(runtimeDir); err != nil { // checked before anything is written in it
-		return fmt.Errorf("exec proxy: runtime directory: %w", err)
+		return fmt.Errorf("exec proxy: runtime directory: %w (kplug uses $XDG_RUNTIME_DIR/kplug, else $TMPDIR/kplug-<uid>)", err)
 	}
 	dir, err := os.MkdirTemp(runtimeDir, "run-")
 	if err != nil {
