@@ -91,7 +91,7 @@ func removeStaleLocks(dir string) {
 		if err != nil {
 			continue
 		}
-		if ok, err := filelock.TryLock(f); err == nil && ok {
+		if ok, err := filelock.TryRLock(f); err == nil && ok { // nobody holds it exclusively
 			_ = (&Lock{Path: m, f: f}).Close()
 			continue
 		}

@@ -190,7 +190,7 @@ func TestSecurityProxyClosesAnInheritedLockDescriptor(t *testing.T) {
 		"kind": execcred.Kind, "apiVersion": execcred.V1,
 		"spec": map[string]any{"lockFilePath": path, "cluster": map[string]any{"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": true}},
 	})
-	plugin := exec.Command(os.Args[0]) //nolint:gosec // the test binary as a plugin
+	plugin := exec.Command(os.Args[0])
 	plugin.Env = append(os.Environ(), selfProxyEnv+"=1", "SOCKET_DIR="+filepath.Join(dir, "proxy"), execcred.InfoEnv+"="+string(info))
 	plugin.ExtraFiles = []*os.File{lock} // the leak: the plugin gets the lock's open file, without close-on-exec
 	stdout, err := plugin.StdoutPipe()
@@ -200,22 +200,22 @@ func TestSecurityProxyClosesAnInheritedLockDescriptor(t *testing.T) {
 	if err := plugin.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
+	answer, _ := io.ReadAll(stdout) // until the proxy closes stdout: it serves
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = plugin.Wait(); close(exited) }()
 	defer func() {
 		_ = plugin.Process.Kill()
 		<-exited
 	}()
-	answer, _ := io.ReadAll(stdout) // until the proxy closes stdout: it serves
-	go func() { exited <- plugin.Wait() }()
 	if !strings.Contains(string(answer), "proxyConfig") {
 		t.Fatalf("the plugin did not answer with a proxy: %q", answer)
 	}
 	_ = lock.Close() // the client dies; its lock is released only when no process keeps the open file
 	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("the proxy: %v", err)
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("the proxy: %v", waitErr)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the proxy outlived its client: it kept the lock's descriptor it inherited")

@@ -27,7 +27,7 @@ func openClientLock(path string, log *slog.Logger) (*os.File, error) {
 		return nil, fmt.Errorf("exec proxy: spec.lockFilePath: %w; the client must create its lock file and hold an exclusive flock on it before it runs the plugin", err)
 	}
 	closeInherited(f, log)
-	free, err := filelock.TryLock(f)
+	free, err := filelock.TryRLock(f)
 	if err == nil && free {
 		err = fmt.Errorf("exec proxy: spec.lockFilePath %s is not locked: the client must hold an exclusive flock on it for as long as it lives, or the proxy cannot tell when to exit", path)
 	} else if err != nil {
@@ -40,13 +40,14 @@ func openClientLock(path string, log *slog.Logger) (*os.File, error) {
 	return f, nil
 }
 
-// waitForClientExit cancels ctx once the lock on f can be taken: the client holds it
-// exclusively for as long as it lives, and the kernel releases it when the client dies.
+// waitForClientExit cancels ctx once a shared lock on f can be taken: the client holds an
+// exclusive one for as long as it lives, and the kernel releases it when the client dies.
+// A shared lock needs the file open only for reading, also over NFS.
 func waitForClientExit(ctx context.Context, f *os.File, cancel context.CancelCauseFunc) {
 	tick := time.NewTicker(lockPoll)
 	defer tick.Stop()
 	for {
-		ok, err := filelock.TryLock(f)
+		ok, err := filelock.TryRLock(f)
 		switch {
 		case ok:
 			_ = filelock.Unlock(f)

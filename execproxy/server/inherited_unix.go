@@ -19,7 +19,7 @@ import (
 // lists fewer, only those are looked at.
 func closeInherited(lock *os.File, log *slog.Logger) {
 	var want unix.Stat_t
-	if unix.Fstat(int(lock.Fd()), &want) != nil { //nolint:gosec // a descriptor fits an int
+	if unix.Fstat(int(lock.Fd()), &want) != nil {
 		return
 	}
 	entries, err := os.ReadDir("/dev/fd")

@@ -13,5 +13,8 @@ var errUnsupported = fmt.Errorf("file locks are not supported on %s", runtime.GO
 // TryLock fails: this platform has no supported file lock.
 func TryLock(*os.File) (bool, error) { return false, errUnsupported }
 
+// TryRLock fails: this platform has no supported file lock.
+func TryRLock(*os.File) (bool, error) { return false, errUnsupported }
+
 // Unlock fails: this platform has no supported file lock.
 func Unlock(*os.File) error { return errUnsupported }

@@ -34,4 +34,19 @@ func TestTryLock(t *testing.T) {
 	try(a, false)
 	_ = b.Close()
 	try(a, true)
+
+	// A shared lock: refused while another open holds the exclusive one; shared with others.
+	c := open()
+	if got, err := TryRLock(c); got || err != nil {
+		t.Fatalf("TryRLock while locked = %v, %v; want false", got, err)
+	}
+	if err := Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*os.File{c, open()} {
+		if got, err := TryRLock(f); !got || err != nil {
+			t.Fatalf("TryRLock = %v, %v; want true", got, err)
+		}
+	}
+	try(a, false)
 }

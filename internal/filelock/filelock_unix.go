@@ -10,9 +10,16 @@ import (
 )
 
 // TryLock takes an exclusive lock on f without waiting. It reports false when another open
-// of the file holds a lock.
-func TryLock(f *os.File) (bool, error) {
-	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) //nolint:gosec // a descriptor fits an int
+// of the file holds a lock. Over NFS, f must be open for writing.
+func TryLock(f *os.File) (bool, error) { return try(f, unix.LOCK_EX) }
+
+// TryRLock takes a shared lock on f without waiting. It reports false when another open of
+// the file holds an exclusive lock. It is how a watcher asks whether a lock is still held:
+// it needs f open only for reading.
+func TryRLock(f *os.File) (bool, error) { return try(f, unix.LOCK_SH) }
+
+func try(f *os.File, how int) (bool, error) {
+	err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
 	}
@@ -21,5 +28,5 @@ func TryLock(f *os.File) (bool, error) {
 
 // Unlock releases a lock TryLock took on f.
 func Unlock(f *os.File) error {
-	return unix.Flock(int(f.Fd()), unix.LOCK_UN) //nolint:gosec // a descriptor fits an int
+	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
 }

@@ -11,8 +11,14 @@ import (
 
 // TryLock takes an exclusive lock on f without waiting. It reports false when another open
 // of the file holds a lock.
-func TryLock(f *os.File) (bool, error) {
-	err := windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &windows.Overlapped{})
+func TryLock(f *os.File) (bool, error) { return try(f, windows.LOCKFILE_EXCLUSIVE_LOCK) }
+
+// TryRLock takes a shared lock on f without waiting. It reports false when another open of
+// the file holds an exclusive lock.
+func TryRLock(f *os.File) (bool, error) { return try(f, 0) }
+
+func try(f *os.File, how uint32) (bool, error) {
+	err := windows.LockFileEx(windows.Handle(f.Fd()), how|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &windows.Overlapped{})
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
 		return false, nil
 	}
