@@ -333,7 +333,7 @@ type tokenExchangeOptions struct {
 
 func (o *tokenExchangeOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.Endpoint, "endpoint", "", "OAuth 2.0 token endpoint that performs the exchange (required)")
+	f.StringVar(&o.Endpoint, "endpoint", "", "OAuth 2.0 token endpoint that performs the exchange: https (http only to 127.0.0.1 or [::1]); redirects are not followed (required)")
 	f.StringVar(&o.Audience, "audience", "", "RFC 8693 audience parameter")
 	f.StringVar(&o.Resource, "resource", "", "RFC 8693 resource parameter")
 	f.StringVar(&o.Scope, "scope", "", "RFC 8693 scope parameter")
@@ -367,7 +367,11 @@ its lifetime. Configure it with tokenAttributes and apiVersion credentialprovide
 			default:
 				return &usageError{err: fmt.Errorf("invalid --cache-key-type %q: want Image, Registry or Global", o.cacheKeyType), showHelp: true}
 			}
-			return plugin.Run(cmd.Context(), plugin.TokenExchange(o.TokenExchangeOptions), cmd.InOrStdin(), cmd.OutOrStdout())
+			f, err := plugin.TokenExchange(o.TokenExchangeOptions)
+			if err != nil {
+				return invalidConfig(err)
+			}
+			return plugin.Run(cmd.Context(), f, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	o.AddFlags(te)
