@@ -227,7 +227,7 @@ type dockerHelperOptions struct {
 func (o *dockerHelperOptions) AddFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
 	cmd.PersistentFlags().StringVar(&o.binDir, "bin-dir", "", "directory holding the provider plugins (required)")
-	cmd.PersistentFlags().StringVar(&o.cacheDir, "cache-dir", "", "keep provider answers here between runs (0700 directory, 0600 files); empty: no cache")
+	cmd.PersistentFlags().StringVar(&o.cacheDir, "cache-dir", "", "keep provider answers here between runs: a directory of your own (created 0700; refused if another user owns it or may write to it), 0600 files; empty: no cache")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", imagecred.DefaultTimeout, "how long one plugin may run")
 }
 
@@ -355,7 +355,8 @@ func newImageCredentialPluginCommand() *cobra.Command {
 		Long: `token-exchange is a credential provider plugin: it reads a CredentialProviderRequest on
 stdin, exchanges its service-account token at --endpoint with OAuth 2.0 Token Exchange, and
 answers with the access token as the password for the image's registry, cached for 90 % of
-its lifetime. Configure it with tokenAttributes and apiVersion credentialprovider.kubelet.k8s.io/v1.`,
+its lifetime. Configure it with tokenAttributes and apiVersion credentialprovider.kubelet.k8s.io/v1.
+The token goes only to --endpoint: https (http only to a loopback IP address), no redirects.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "endpoint"); err != nil {
