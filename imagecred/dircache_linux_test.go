@@ -26,7 +26,7 @@ func TestSecurityImageCredentialCacheRefusesAnotherUsersDirectory(t *testing.T) 
 		t.Fatal(err)
 	}
 	src := filepath.Join(attacker.Home, "planted")
-	if err := os.WriteFile(src, planted, 0o644); err != nil { //nolint:gosec // the attacker reads it
+	if err := os.WriteFile(src, planted, 0o644); err != nil { // the attacker reads it
 		t.Fatal(err)
 	}
 	attacker.Sh(t, fmt.Sprintf("mkdir -m 700 %q && mv %q %q", dir, src, entry))

@@ -47,7 +47,7 @@ func TestSecurityExecCacheRefusesAnotherUsersDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := filepath.Join(attacker.Home, "forged")
-	if err := os.WriteFile(src, forged, 0o644); err != nil { //nolint:gosec // the attacker reads it
+	if err := os.WriteFile(src, forged, 0o644); err != nil { // the attacker reads it
 		t.Fatal(err)
 	}
 	dir := filepath.Join(attacker.Home, "exec-cache")
