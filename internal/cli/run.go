@@ -61,7 +61,7 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg.Host, session.proxy.Credential(), session.proxy.Bridge()), kubeconfig); err != nil {
+	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg, session.proxy.Credential(), session.proxy.Bridge()), kubeconfig); err != nil {
 		return err
 	}
 	if err := os.Chmod(kubeconfig, 0o600); err != nil { //nolint:gosec // a file in the directory MkdirTemp just made
