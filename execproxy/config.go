@@ -28,10 +28,6 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 		return nil, errors.New("exec proxy: the plugin's answer has no proxyConfig")
 	}
 	certPEM, keyPEM := cred.CertificatePEM()
-	bridgeURL, err := url.Parse(b.URL)
-	if err != nil {
-		return nil, err
-	}
 	c := rest.AnonymousClientConfig(cfg) // no credentials of the API server's reach the proxy hop
 	c.Impersonate = cfg.Impersonate
 	c.TLSClientConfig = rest.TLSClientConfig{
@@ -44,7 +40,7 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 	c.Proxy = func(req *http.Request) (*url.URL, error) {
 		// client-go's SPDY and WebSocket dialers set the upgrade headers before they ask.
 		if server.IsUpgrade(req) {
-			return bridgeURL, nil
+			return b.ProxyURL(), nil
 		}
 		return nil, nil
 	}
@@ -53,7 +49,8 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 
 // Kubeconfig returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the
 // API server of cfg (its Host) through the bridge (proxy-url) and the exec proxy, with
-// cfg's impersonation (as, as-uid, as-groups, as-user-extra).
+// cfg's impersonation (as, as-uid, as-groups, as-user-extra). It holds the hop's private
+// key and the bridge's secret: write it only where no other user can read it.
 func Kubeconfig(cfg *rest.Config, cred *execcred.Credential, b *Bridge) *clientcmdapi.Config {
 	certPEM, keyPEM := cred.CertificatePEM()
 	kc := clientcmdapi.NewConfig()
@@ -61,7 +58,7 @@ func Kubeconfig(cfg *rest.Config, cred *execcred.Credential, b *Bridge) *clientc
 	cluster.Server = cfg.Host
 	cluster.TLSServerName = server.ServerName
 	cluster.CertificateAuthorityData = cred.Proxy.CertificateAuthorityData
-	cluster.ProxyURL = b.URL
+	cluster.ProxyURL = b.ProxyURL().String()
 	kc.Clusters["exec-proxy"] = cluster
 	user := clientcmdapi.NewAuthInfo()
 	user.ClientCertificateData, user.ClientKeyData = certPEM, keyPEM

@@ -67,7 +67,7 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	if err := os.Chmod(kubeconfig, 0o600); err != nil { //nolint:gosec // a file in the directory MkdirTemp just made
 		return err
 	}
-	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.proxy.Bridge().URL)
+	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.proxy.Bridge().Addr)
 
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the user's own command
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
