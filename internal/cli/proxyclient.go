@@ -31,7 +31,7 @@ func (o *kubeconfigOptions) connect(ctx context.Context, g *globals, cfg *rest.C
 	}
 	s, err := execproxy.Connect(ctx, cfg, *plugin, opts)
 	if err != nil {
-		return nil, err
+		return nil, pluginFailed(err)
 	}
 	rt, err := s.Transport()
 	if err != nil {

@@ -145,3 +145,27 @@ func TestSecurityProxyDaemonCommandLine(t *testing.T) {
 		t.Error("a command line holds the header value read from a file")
 	}
 }
+
+// TestSecurityPluginUsageErrorShownOnce runs kplug run, request and credential with an exec
+// plugin that rejects its arguments: the plugin's message reaches the user once, as the
+// plugin wrote it, then one line says which plugin failed, and kplug exits 2 (an invalid
+// configuration: the kubeconfig's exec arguments).
+// Issue 12 finding 16: the same message was printed three times, and kplug exited 1.
+func TestSecurityPluginUsageErrorShownOnce(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	runtimeDir(t)
+	kc := proxyKubeconfig(t, srv, "--bogus")
+	want := "Error: unknown flag: --bogus\nRun 'kplug proxy-plugin --help' for usage.\n" +
+		fmt.Sprintf("Error: execcred: plugin %q exited with code 2 (its stderr is above)\n", os.Args[0])
+	for _, args := range [][]string{
+		{"run", "--kubeconfig", kc, "--", "true"},
+		{"request", "--kubeconfig", kc, "/version"},
+		{"credential", "--kubeconfig", kc},
+	} {
+		code, out, errOut := run(t, args...)
+		if code != ExitUsage || out != "" || errOut != want {
+			t.Errorf("kplug %s: code %d, stdout %q\nstderr %q\nwant   %q", args[0], code, out, errOut, want)
+		}
+	}
+}
