@@ -28,7 +28,8 @@ func newRunCommand(g *globals) *cobra.Command {
 COMMAND with KUBECONFIG pointing at an ephemeral kubeconfig (0600) that reaches the API
 server through the proxy: its proxy-url is a loopback HTTP CONNECT bridge to the proxy's
 socket, which stock kubectl honours for REST calls, watches, exec, attach and
-port-forward. Everything is removed when COMMAND exits, and COMMAND's exit code is
+port-forward, and which admits only clients holding the secret in that kubeconfig. The
+context's impersonation (as, as-groups, ...) is kept. Everything is removed when COMMAND exits, and COMMAND's exit code is
 kplug's.`,
 		Example: `  kplug run --context hsm -- kubectl get pods -w
   kplug run -- helm list -A`,
