@@ -259,15 +259,8 @@ func readHeaderFile(path string) ([]byte, error) {
 
 // validHeaderName reports whether name is an HTTP token (RFC 9110, section 5.6.2).
 func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
-			return false
-		}
-	}
-	return true
+	const tchar = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	return name != "" && strings.Trim(name, tchar) == ""
 }
 
 // execLockFile reads spec.lockFilePath, the exec proxy extension, from KUBERNETES_EXEC_INFO.
