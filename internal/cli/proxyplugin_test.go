@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +45,26 @@ func TestHeaderFlag(t *testing.T) {
 		if name != tt.wantName || value != tt.wantValue || gotErr != tt.wantErr {
 			t.Errorf("headerFlag(%q) = %q, %q, %q\nwant %q, %q, %q", tt.flag, name, value, gotErr, tt.wantName, tt.wantValue, tt.wantErr)
 		}
+	}
+}
+
+// TestDaemonTakesTheLauncherArguments: a daemon started as `proxy-plugin --daemon` applies
+// the arguments its launcher writes to its stdin, global flags included.
+func TestDaemonTakesTheLauncherArguments(t *testing.T) {
+	t.Setenv("KUBERNETES_EXEC_INFO", "")
+	var errOut strings.Builder
+	g := &globals{io: IO{In: strings.NewReader(`["-v","4","proxy-plugin","--header","X-A=1","--idle-timeout","3s"]`), Out: io.Discard, Err: &errOut}}
+	code := execute(context.Background(), newRootCommand(g), []string{"proxy-plugin", "--daemon"}, g.io)
+	if g.verbosity != 4 {
+		t.Errorf("verbosity %d, want 4 from the launcher's -v 4", g.verbosity)
+	}
+	if code != ExitFailure || !strings.Contains(errOut.String(), "exec proxy: no lock file") {
+		t.Errorf("code %d, stderr %q; want the daemon to get as far as the missing lock file", code, errOut.String())
+	}
+	g = &globals{io: IO{In: strings.NewReader(`["proxy-plugin","--header","X-A"]`), Out: io.Discard, Err: &errOut}}
+	errOut.Reset()
+	code = execute(context.Background(), newRootCommand(g), []string{"proxy-plugin", "--daemon"}, g.io)
+	if want := "Error: invalid --header X-A: want NAME=VALUE or NAME=@FILE, where NAME is a header name\nRun 'kplug proxy-plugin --help' for usage.\n"; code != ExitUsage || errOut.String() != want {
+		t.Errorf("a launcher's bad --header: code %d, stderr %q, want %q", code, errOut.String(), want)
 	}
 }
