@@ -80,6 +80,11 @@ func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error
 	if err != nil {
 		return nil, nil, fmt.Errorf("exec proxy: upstream TLS: %w", err)
 	}
+	if tlsConfig == nil && (o.GetClientCertificate != nil || o.ClientSessionCache != nil) {
+		// A server trusted through the system roots: rest.TLSConfigFor returns nil, but the
+		// client certificate must be presented all the same.
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	if tlsConfig != nil && o.GetClientCertificate != nil {
 		tlsConfig.GetClientCertificate = o.GetClientCertificate
 	}
