@@ -81,6 +81,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(selfProxyEnv) != "" {
 		os.Exit(selfProxy())
 	}
+	if os.Getenv(lockFDsEnv) != "" {
+		os.Exit(reportLockFDs())
+	}
 	if addr := os.Getenv(connectEnv); addr != "" {
 		connectAndPrintStatus(addr)
 		os.Exit(0)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 type proxyPluginOptions struct {
@@ -280,15 +282,19 @@ func execLockFile(info string) (string, error) {
 }
 
 // launch starts this command again as a detached daemon, waits for its answer and prints
-// it. The daemon's log goes beside the client's lock file.
+// it. The daemon's log goes beside the client's lock file, once that directory is known
+// to be the user's own and closed to other users' writes, and never through a link.
 func launch(ctx context.Context, out io.Writer, lockFile string, args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(lockFile+".log", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600) //nolint:gosec // the client's lock file
+	if err := privdir.Verify(filepath.Dir(lockFile)); err != nil {
+		return fmt.Errorf("exec proxy: spec.lockFilePath %s: %w; the client must keep its lock file in a directory of its own that other users cannot write to", lockFile, err)
+	}
+	logFile, err := privdir.Replace(lockFile + ".log")
 	if err != nil {
-		return err
+		return fmt.Errorf("exec proxy: the proxy's log: %w", err)
 	}
 	defer logFile.Close()
 	// The daemon outlives this launcher by design, so no context may kill it. Its options,
@@ -328,8 +334,8 @@ func launch(ctx context.Context, out io.Writer, lockFile string, args []string) 
 		return ctx.Err()
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		_ = cmd.Wait()                               // it has exited: reap it
-		logTail, _ := os.ReadFile(lockFile + ".log") //nolint:gosec // the log we just wrote
+		_ = cmd.Wait() // it has exited: reap it
+		logTail, _ := privdir.ReadFile(lockFile+".log", 64<<10)
 		return fmt.Errorf("exec proxy: the proxy exited without answering: %s", strings.TrimSpace(string(logTail)))
 	}
 	_ = cmd.Process.Release()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/execproxy"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 type runOptions struct {
@@ -56,7 +57,11 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	if session.proxy == nil || !session.proxy.Proxied() {
 		return invalidConfig(errors.New("the context's exec plugin answered with a credential, not an exec proxy; run the client directly"))
 	}
-	dir, err := os.MkdirTemp(execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")), "run-")
+	runtimeDir := execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR"))
+	if err := privdir.Ensure(runtimeDir); err != nil { // checked before anything is written in it
+		return fmt.Errorf("exec proxy: runtime directory: %w (kplug uses $XDG_RUNTIME_DIR/kplug, else $TMPDIR/kplug-<uid>)", err)
+	}
+	dir, err := os.MkdirTemp(runtimeDir, "run-")
 	if err != nil {
 		return err
 	}
