@@ -14,26 +14,30 @@ E2E_PKGS = ./test/e2e/...
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
 tools: ## Build the pinned etcd, kube-apiserver, kubectl and golangci-lint into _output/bin (skips what is current)
 	hack/tools/build.sh
+
+.PHONY: deps
+deps: ## Install the Debian packages the tests need (SoftHSM2, ...); not root: say what to run
+	hack/deps.sh
 
 .PHONY: build
 build: ## Build kplug into _output/bin
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug ./cmd/kplug
 
 .PHONY: test
-test: tools test-unit test-e2e ## Unit tests with -race, then end-to-end tests (builds tools first)
+test: deps tools test-unit test-e2e ## Unit tests with -race, then end-to-end tests (installs deps, builds tools first)
 
 .PHONY: test-unit
-test-unit: ## Unit tests with -race
+test-unit: deps ## Unit tests with -race
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	cd test/bench && $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
-test-e2e: ## End-to-end tests against a real etcd, kube-apiserver and kubectl
+test-e2e: deps ## End-to-end tests against a real etcd, kube-apiserver and kubectl
 	KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 30m $(E2E_PKGS)
 
 .PHONY: lint

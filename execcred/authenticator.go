@@ -74,9 +74,10 @@ type Authenticator struct {
 
 // flight is one plugin run that any number of callers wait for.
 type flight struct {
-	done chan struct{}
-	cred *Credential
-	err  error
+	done  chan struct{}
+	ahead bool // a refresh ahead of expiry, whose failure no caller is waiting for
+	cred  *Credential
+	err   error
 }
 
 // New validates cfg and returns an Authenticator for it.
@@ -103,7 +104,7 @@ func (a *Authenticator) Credential(ctx context.Context) (*Credential, error) {
 	now := a.now()
 	if c := a.cred; c != nil && !c.ExpiredAt(now) {
 		if a.flight == nil && a.dueForRefresh(now) && !now.Before(a.retryAt) {
-			a.startFlight(nil) // refresh ahead; this caller keeps the current credential
+			a.startFlight(nil, true) // refresh ahead; this caller keeps the current credential
 		}
 		a.mu.Unlock()
 		return c, nil
@@ -142,11 +143,11 @@ func (a *Authenticator) flightLocked(now time.Time, rejected *Response) (*flight
 	if now.Before(a.retryAt) {
 		return nil, fmt.Errorf("%w (not run again for %v after %d failures)", a.lastErr, a.retryAt.Sub(now).Round(time.Millisecond), a.failures)
 	}
-	return a.startFlight(rejected), nil
+	return a.startFlight(rejected, false), nil
 }
 
-func (a *Authenticator) startFlight(rejected *Response) *flight {
-	f := &flight{done: make(chan struct{})}
+func (a *Authenticator) startFlight(rejected *Response, ahead bool) *flight {
+	f := &flight{done: make(chan struct{}), ahead: ahead}
 	a.flight = f
 	go func() {
 		// The run belongs to every waiter, not to the caller who started it, so it gets no
@@ -167,7 +168,7 @@ func (a *Authenticator) finish(f *flight, cred *Credential, err error) {
 		a.retryAt = now.Add(a.opts.Backoff.after(a.failures))
 		f.err = err
 		a.mu.Unlock()
-		if a.opts.Logger != nil {
+		if f.ahead && a.opts.Logger != nil { // the callers of other runs get the error itself
 			a.opts.Logger.Warn("exec credential plugin failed", "command", a.plugin.cfg.Command, "error", err)
 		}
 		close(f.done)

@@ -1,6 +1,7 @@
 package execcred
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -73,7 +74,12 @@ func HTTPTransport(cfg *rest.Config, a *Authenticator, retryAfterRefresh bool) (
 	if HasStaticCredentials(cfg) || a == nil {
 		base.DialContext = c.Dial
 	} else {
-		if base.TLSClientConfig != nil && base.TLSClientConfig.GetClientCertificate == nil {
+		if base.TLSClientConfig == nil {
+			// rest.TLSConfigFor has nothing to say for a server trusted through the system
+			// roots, but the plugin's certificate must be presented all the same.
+			base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if base.TLSClientConfig.GetClientCertificate == nil {
 			base.TLSClientConfig.GetClientCertificate = a.GetClientCertificate
 		}
 		base.DialContext = a.DialContext(c.Dial)

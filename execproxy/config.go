@@ -20,17 +20,16 @@ func SocketPath(p *execcred.ProxyConfig) string { return strings.TrimPrefix(p.UR
 // credential describes: the API server's URL stays, TLS trusts the proxy's CA and presents
 // the hop certificate. REST calls and watches dial the proxy's socket directly
 // (rest.Config.Dial); SPDY and WebSocket upgrades, whose dialers honour only
-// rest.Config.Proxy, go through the bridge.
+// rest.Config.Proxy, go through the bridge. cfg's credentials stay behind, but its
+// impersonation (Impersonate-* headers) is kept: it says whom the requests act as, and the
+// proxy passes it on to the API server.
 func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Config, error) {
 	if cred.Proxy == nil {
 		return nil, errors.New("exec proxy: the plugin's answer has no proxyConfig")
 	}
 	certPEM, keyPEM := cred.CertificatePEM()
-	bridgeURL, err := url.Parse(b.URL)
-	if err != nil {
-		return nil, err
-	}
 	c := rest.AnonymousClientConfig(cfg) // no credentials of the API server's reach the proxy hop
+	c.Impersonate = cfg.Impersonate
 	c.TLSClientConfig = rest.TLSClientConfig{
 		ServerName: server.ServerName,
 		CAData:     cred.Proxy.CertificateAuthorityData,
@@ -41,7 +40,7 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 	c.Proxy = func(req *http.Request) (*url.URL, error) {
 		// client-go's SPDY and WebSocket dialers set the upgrade headers before they ask.
 		if server.IsUpgrade(req) {
-			return bridgeURL, nil
+			return b.ProxyURL(), nil
 		}
 		return nil, nil
 	}
@@ -49,22 +48,29 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 }
 
 // Kubeconfig returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the
-// API server at server through the bridge (proxy-url) and the exec proxy.
-func Kubeconfig(serverURL string, cred *execcred.Credential, b *Bridge) *clientcmdapi.Config {
+// API server of cfg (its Host) through the bridge (proxy-url) and the exec proxy, with
+// cfg's impersonation (as, as-uid, as-groups, as-user-extra). It holds the hop's private
+// key and the bridge's secret: write it only where no other user can read it.
+func Kubeconfig(cfg *rest.Config, cred *execcred.Credential, b *Bridge) *clientcmdapi.Config {
 	certPEM, keyPEM := cred.CertificatePEM()
-	cfg := clientcmdapi.NewConfig()
+	kc := clientcmdapi.NewConfig()
 	cluster := clientcmdapi.NewCluster()
-	cluster.Server = serverURL
+	cluster.Server = cfg.Host
 	cluster.TLSServerName = server.ServerName
 	cluster.CertificateAuthorityData = cred.Proxy.CertificateAuthorityData
-	cluster.ProxyURL = b.URL
-	cfg.Clusters["exec-proxy"] = cluster
+	cluster.ProxyURL = b.ProxyURL().String()
+	kc.Clusters["exec-proxy"] = cluster
 	user := clientcmdapi.NewAuthInfo()
 	user.ClientCertificateData, user.ClientKeyData = certPEM, keyPEM
-	cfg.AuthInfos["exec-proxy"] = user
+	as := cfg.Impersonate
+	user.Impersonate, user.ImpersonateUID, user.ImpersonateGroups = as.UserName, as.UID, as.Groups
+	if len(as.Extra) > 0 {
+		user.ImpersonateUserExtra = as.Extra
+	}
+	kc.AuthInfos["exec-proxy"] = user
 	ctx := clientcmdapi.NewContext()
 	ctx.Cluster, ctx.AuthInfo = "exec-proxy", "exec-proxy"
-	cfg.Contexts["exec-proxy"] = ctx
-	cfg.CurrentContext = "exec-proxy"
-	return cfg
+	kc.Contexts["exec-proxy"] = ctx
+	kc.CurrentContext = "exec-proxy"
+	return kc
 }

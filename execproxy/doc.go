@@ -6,6 +6,7 @@
 // Bridge makes the socket reachable by every dial path of client-go and of unmodified
 // clients such as kubectl: it is an HTTP CONNECT endpoint on loopback that tunnels each
 // connection to the socket, so that REST calls, watches, SPDY and WebSocket upgrades all
-// go through the proxy with end-to-end mutual TLS. ConfigFor builds the matching
+// go through the proxy with end-to-end mutual TLS. It admits only clients that send its
+// secret, which its ProxyURL carries, since every local user can reach a loopback port. ConfigFor builds the matching
 // *rest.Config and Kubeconfig the matching kubeconfig.
 package execproxy

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +80,13 @@ func selfProxy() int {
 func TestMain(m *testing.M) {
 	if os.Getenv(selfProxyEnv) != "" {
 		os.Exit(selfProxy())
+	}
+	if os.Getenv(lockFDsEnv) != "" {
+		os.Exit(reportLockFDs())
+	}
+	if addr := os.Getenv(connectEnv); addr != "" {
+		connectAndPrintStatus(addr)
+		os.Exit(0)
 	}
 	if socket := os.Getenv(dialAsEnv); socket != "" {
 		conn, err := net.Dial("unix", socket)
@@ -287,12 +296,12 @@ func TestUpgradeThroughBothHops(t *testing.T) {
 	cred := r.credential(t)
 	// Speak HTTP/1.1 through the bridge's CONNECT tunnel and the proxy's TLS, as SPDY and
 	// WebSocket clients do.
-	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", strings.TrimPrefix(b.URL, "http://"))
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", b.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", up.Listener.Addr(), up.Listener.Addr())
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", up.Listener.Addr(), up.Listener.Addr(), proxyAuthorization(b.ProxyURL()))
 	br := bufio.NewReader(conn)
 	if status, _ := br.ReadString('\n'); !strings.Contains(status, "200") {
 		t.Fatalf("CONNECT: %q", status)
@@ -400,6 +409,47 @@ func proxyTLS(t *testing.T, cred *execcred.Credential) *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cred.Proxy.CertificateAuthorityData)
 	return &tls.Config{RootCAs: pool, ServerName: server.ServerName, Certificates: []tls.Certificate{*cred.Certificate}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
+}
+
+// connectEnv makes the test binary send a CONNECT request to the bridge at the address it
+// names, with the Proxy-Authorization header in $CONNECT_AUTH if set, and print the status
+// line: the other local user of TestSecurityBridgeRefusesOtherUsers.
+const connectEnv = "KPLUG_EXECPROXY_CONNECT"
+
+func connectAndPrintStatus(addr string) {
+	status, err := connect(addr, os.Getenv("CONNECT_AUTH"))
+	if err != nil {
+		fmt.Print(err)
+		return
+	}
+	fmt.Print(status)
+}
+
+// connect sends a CONNECT request to the bridge at addr and returns the response's status
+// line.
+func connect(addr, auth string) (string, error) {
+	conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	req := "CONNECT k:443 HTTP/1.1\r\nHost: k:443\r\n"
+	if auth != "" {
+		req += "Proxy-Authorization: " + auth + "\r\n"
+	}
+	if _, err := fmt.Fprint(conn, req+"\r\n"); err != nil {
+		return "", err
+	}
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(status), err
+}
+
+// proxyAuthorization is the Proxy-Authorization header value for the credentials in u, as
+// Go's HTTP clients send it.
+func proxyAuthorization(u *url.URL) string {
+	password, _ := u.User.Password()
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+password))
 }
 
 // prefixConn reads first what a bufio.Reader already buffered.

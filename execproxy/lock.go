@@ -10,21 +10,26 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gofrs/flock"
+	"github.com/kplug/kplug/internal/filelock"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // Lock is the client's lock file: held exclusively for the client's lifetime, released by
 // the kernel when the client dies, however it dies. Exec proxies exit when they can take it.
+// Its descriptor is close-on-exec, so the plugin and every other child of the client do
+// not inherit the lock (a child holding it would keep the proxy alive after the client).
 type Lock struct {
 	Path string
-	fl   *flock.Flock
+	f    *os.File
 }
 
-// NewLock creates a lock file (0600) with a fresh name in dir (0700) and locks it. Lock
-// files that clients killed with SIGKILL left behind are removed.
+// NewLock creates a lock file (0600) with a fresh name in dir and locks it. dir is created
+// 0700 if missing; an existing dir must be a directory (not a link) of this user's that
+// other users cannot write to, or NewLock fails before writing anything in it. Lock files
+// that clients killed with SIGKILL left behind are removed.
 func NewLock(dir string) (*Lock, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("exec proxy: runtime directory: %w", err)
+	if err := privdir.Ensure(dir); err != nil {
+		return nil, fmt.Errorf("exec proxy: runtime directory: %w (kplug uses $XDG_RUNTIME_DIR/kplug, else $TMPDIR/kplug-<uid>)", err)
 	}
 	removeStaleLocks(dir)
 	b := make([]byte, 8)
@@ -32,18 +37,24 @@ func NewLock(dir string) (*Lock, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, "client-"+hex.EncodeToString(b)+".lock")
-	fl := flock.New(path, flock.SetPermissions(0o600))
-	ok, err := fl.TryLock()
+	f, err := privdir.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("exec proxy: creating the lock file: %w", err)
+	}
+	ok, err := filelock.TryLock(f)
 	if err != nil || !ok {
+		_ = f.Close()
+		_ = os.Remove(path)
 		return nil, fmt.Errorf("exec proxy: locking %s: %w", path, errors.Join(err, errors.New("lock is held")))
 	}
-	return &Lock{Path: path, fl: fl}, nil
+	return &Lock{Path: path, f: f}, nil
 }
 
 // Close releases the lock, which tells the proxy to exit, and removes the lock file and
 // the files the proxy kept beside it.
 func (l *Lock) Close() error {
-	err := l.fl.Unlock()
+	err := filelock.Unlock(l.f)
+	_ = l.f.Close()
 	matches, _ := filepath.Glob(l.Path + ".*")
 	for _, m := range append(matches, l.Path) {
 		if strings.HasPrefix(m, l.Path) {
@@ -55,6 +66,7 @@ func (l *Lock) Close() error {
 
 // RuntimeDir is where kplug keeps sockets and lock files: $XDG_RUNTIME_DIR/kplug when
 // set (pass os.Getenv("XDG_RUNTIME_DIR")), else a per-user directory in the temp dir.
+// The name is only where to look: NewLock and the proxy check the directory they find there.
 func RuntimeDir(xdgRuntimeDir string) string {
 	if xdgRuntimeDir != "" {
 		return filepath.Join(xdgRuntimeDir, "kplug")
@@ -67,16 +79,22 @@ func RuntimeDir(xdgRuntimeDir string) string {
 const staleAfter = time.Minute
 
 // removeStaleLocks removes lock files that nobody holds, and the files beside them.
+// Anything but a regular file is skipped, without opening it (a FIFO would block the open).
 func removeStaleLocks(dir string) {
 	matches, _ := filepath.Glob(filepath.Join(dir, "client-*.lock"))
 	for _, m := range matches {
-		info, err := os.Stat(m)
-		if err != nil || time.Since(info.ModTime()) < staleAfter {
+		info, err := os.Lstat(m)
+		if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleAfter {
 			continue
 		}
-		fl := flock.New(m)
-		if ok, err := fl.TryLock(); err == nil && ok {
-			_ = (&Lock{Path: m, fl: fl}).Close()
+		f, err := privdir.Open(m)
+		if err != nil {
+			continue
 		}
+		if ok, err := filelock.TryRLock(f); err == nil && ok { // nobody holds it exclusively
+			_ = (&Lock{Path: m, f: f}).Close()
+			continue
+		}
+		_ = f.Close()
 	}
 }

@@ -3,6 +3,7 @@ package execproxy
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 
 	"k8s.io/client-go/rest"
@@ -85,13 +86,37 @@ func (s *Session) Bridge() *Bridge { return s.bridge }
 
 // Config returns a copy of the client's configuration for client-go that sends everything
 // (REST calls, watches, SPDY and WebSocket upgrades) through the proxy; see ConfigFor.
-// Without a proxy, the session's authenticator adds the plugin's bearer token
-// (execcred.ConfigFor).
+//
+// Without a proxy, the plugin's credential authenticates the requests. A bearer token is
+// added by the session's authenticator (execcred.ConfigFor). A client certificate can be
+// presented on all of client-go's dial paths, and replaced when it expires, only by
+// client-go's own exec provider: for a plugin that answered with one, Config keeps cfg's
+// exec provider, and client-go runs the plugin itself (once more, without
+// spec.lockFilePath, as for any client; the plugin answered without a proxy anyway).
 func (s *Session) Config() (*rest.Config, error) {
-	if s.bridge == nil {
-		return execcred.ConfigFor(s.cfg, s.auth, true), nil
+	switch {
+	case s.bridge != nil:
+		return ConfigFor(s.cfg, s.cred, s.bridge)
+	case s.cred.Certificate != nil && s.cfg.ExecProvider != nil:
+		return rest.CopyConfig(s.cfg), nil
 	}
-	return ConfigFor(s.cfg, s.cred, s.bridge)
+	return execcred.ConfigFor(s.cfg, s.auth, true), nil
+}
+
+// Transport returns a round tripper for plain HTTP requests to the API server, with the
+// same credentials as Config: through the proxy, or, without a proxy, with the session's
+// authenticator (execcred.HTTPTransport), which presents the plugin's token or client
+// certificate, the latter even for a server trusted through the system roots, and
+// refreshes the credential and retries once after a 401.
+func (s *Session) Transport() (http.RoundTripper, error) {
+	if s.bridge == nil {
+		return execcred.HTTPTransport(s.cfg, s.auth, true)
+	}
+	c, err := ConfigFor(s.cfg, s.cred, s.bridge)
+	if err != nil {
+		return nil, err
+	}
+	return rest.TransportFor(c)
 }
 
 // Close stops the bridge and releases the lock, which tells the proxy to exit.

@@ -121,16 +121,24 @@ func FuzzDecodeConfig(f *testing.F) {
 	})
 }
 
-// FuzzKeyring checks that any auth map can be indexed and looked up, and that every
-// credential returned matches the image by its key.
+// FuzzKeyring checks that any auth map can be indexed and looked up, that every
+// credential returned matches the image by its key, and that Docker Hub credentials that
+// do not match go only to Docker Hub images: never to a registry host with a '.' or a ':'
+// (registry:5000, registry.io) other than docker.io and index.docker.io.
 func FuzzKeyring(f *testing.F) {
 	f.Add("https://index.docker.io/v1/", "docker.io/library/nginx")
 	f.Add("*.registry.io/team", "a.registry.io/team/app")
+	f.Add("https://index.docker.io/v1/", "registry:5000")
+	f.Add("index.docker.io", "localhost:5000/app")
 	f.Fuzz(func(t *testing.T, key, image string) {
 		k := keyring{locations: &locationCache{}}
 		k.add("p", nil, map[string]AuthConfig{key: {Username: "u"}})
 		for _, c := range k.lookup(image) {
-			if ok, _ := MatchImage(c.Key, image); !ok && c.Key != dockerHubKey {
+			if ok, _ := MatchImage(c.Key, image); ok {
+				continue
+			}
+			host, _, _ := strings.Cut(image, "/")
+			if c.Key != dockerHubKey || (host != "docker.io" && host != "index.docker.io" && strings.ContainsAny(host, ".:")) {
 				t.Fatalf("credential under %q returned for %q", c.Key, image)
 			}
 		}

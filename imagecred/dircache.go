@@ -7,29 +7,30 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/kplug/kplug/internal/privdir"
 )
+
+// maxDirCacheEntry bounds what Get reads: an entry is a plugin's auth map, and a plugin's
+// output is capped at a few MiB.
+const maxDirCacheEntry = 16 << 20
 
 // DirCache is a Cache on disk, for short-lived processes such as docker credential helpers
 // that run once per pull. Each entry is a file readable by its owner only (0600) in a
-// directory only the owner can enter (0700); file names are hashes of the keys. Entries are
-// written atomically; a corrupt or unreadable entry counts as a miss. Concurrent processes
-// may share a directory.
+// private directory (see NewDirCache); file names are hashes of the keys. Entries are
+// written atomically; a corrupt or unreadable entry, a symbolic link or anything but a
+// regular file counts as a miss. Concurrent processes of one user may share a directory.
 type DirCache struct {
 	dir string
 }
 
-// NewDirCache creates dir (0700) if needed and returns a cache in it. It fails when dir is
-// accessible to others, since entries hold registry credentials.
+// NewDirCache creates dir (0700) if needed and returns a cache in it. Since entries hold
+// registry credentials, it refuses a dir that is a symbolic link, that belongs to another
+// user (who could read what is stored or plant entries), or that other users may write
+// to; one that others may only read is narrowed to 0700.
 func NewDirCache(dir string) (*DirCache, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privdir.Ensure(dir); err != nil {
 		return nil, fmt.Errorf("imagecred: cache directory: %w", err)
-	}
-	info, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("imagecred: cache directory: %w", err)
-	}
-	if err := checkPrivate(dir, info); err != nil {
-		return nil, err
 	}
 	return &DirCache{dir: dir}, nil
 }
@@ -44,7 +45,7 @@ func (c *DirCache) file(provider, key string) string {
 
 // Get implements Cache.
 func (c *DirCache) Get(provider, key string) (CacheEntry, bool) {
-	data, err := os.ReadFile(c.file(provider, key))
+	data, err := privdir.ReadFile(c.file(provider, key), maxDirCacheEntry)
 	if err != nil {
 		return CacheEntry{}, false
 	}
@@ -56,6 +57,8 @@ func (c *DirCache) Get(provider, key string) (CacheEntry, bool) {
 }
 
 // Put implements Cache. A failure to write only costs a later plugin run, so it is ignored.
+// The entry is written to a new file (O_EXCL, so never through a link) and renamed over
+// the old one, which replaces a link rather than following it.
 func (c *DirCache) Put(provider, key string, e CacheEntry) {
 	data, err := json.Marshal(e)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,13 +48,58 @@ func TestDirCache(t *testing.T) {
 	}
 }
 
-func TestDirCacheRefusesASharedDirectory(t *testing.T) {
+func TestDirCacheDirectory(t *testing.T) {
+	// A directory others may read is narrowed; one they may write to is refused.
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := NewDirCache(dir)
-	if err == nil || !strings.Contains(err.Error(), "must be 0700") {
-		t.Errorf("NewDirCache on a 0755 directory: %v", err)
+	if _, err := NewDirCache(dir); err != nil {
+		t.Fatalf("NewDirCache on a 0755 directory: %v", err)
+	}
+	if info, _ := os.Stat(dir); info.Mode().Perm() != 0o700 {
+		t.Errorf("a 0755 directory is now %v, want 0700", info.Mode().Perm())
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewDirCache(dir); err == nil || !strings.Contains(err.Error(), "other users can write to it") {
+		t.Errorf("NewDirCache on a 0777 directory: %v", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewDirCache(link); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("NewDirCache on a symbolic link: %v", err)
+	}
+}
+
+func TestDirCacheEntriesAreRegularFiles(t *testing.T) {
+	c, err := NewDirCache(filepath.Join(t.TempDir(), "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := CacheEntry{Auth: map[string]AuthConfig{"registry.io": {Username: "u", Password: "p"}}}
+	c.Put("p", "real", e)
+	// A link to a real entry and a FIFO are misses, and a FIFO does not block Get.
+	if err := os.Symlink(c.file("p", "real"), c.file("p", "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(c.file("p", "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"link", "fifo"} {
+		if got, ok := c.Get("p", key); ok {
+			t.Errorf("Get(%s) = %+v, want a miss", key, got)
+		}
+	}
+	// Put replaces the link instead of writing through it.
+	c.Put("p", "link", CacheEntry{})
+	if got, ok := c.Get("p", "real"); !ok || !cmp.Equal(got, e) {
+		t.Errorf("the link's target changed to %+v", got)
+	}
+	if info, err := os.Lstat(c.file("p", "link")); err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
+		t.Errorf("the replaced entry: %v, %v; want a 0600 regular file", info.Mode(), err)
 	}
 }

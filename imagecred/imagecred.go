@@ -155,7 +155,11 @@ func (k *Keyring) Lookup(ctx context.Context, image string, pod *Pod) ([]Credent
 // LookupRepository asks every provider whose matchImages match repo, in config order,
 // and returns the credentials in the order the kubelet tries them: the most specific auth
 // key first, providers in config order within a key, and the index.docker.io credentials
-// for a Docker Hub image that nothing else matches. pod may be nil.
+// for a Docker Hub image that nothing else matches. repo is a normalised repository (see
+// NormalizeImage) or a bare registry host ("registry.io:5000"), as a docker credential
+// helper is asked about; a host gets the index.docker.io credentials only if it is
+// docker.io, index.docker.io or has neither '.' nor ':', as the kubelet decides for the
+// images of that host. pod may be nil.
 //
 // A provider that fails contributes nothing, as in the kubelet; its error is returned,
 // joined with the others', next to whatever the other providers returned.

@@ -83,19 +83,21 @@ func registryOf(image string) string {
 }
 
 // isDockerHub reports whether the kubelet would fall back to index.docker.io credentials
-// for image: a single path component, an explicit docker.io or index.docker.io host, or a
-// first component that cannot be a host (no '.' or ':').
-func isDockerHub(image string) bool {
-	first, _, found := strings.Cut(image, "/")
-	switch {
-	case first == "":
+// for repo. The kubelet only asks this of normalised repositories, whose first component
+// is the registry host, and falls back when that host is docker.io or index.docker.io or
+// has neither '.' nor ':' (localhost, in practice). A repo without '/' is a bare registry
+// host, as docker credential helpers are given, and is decided by the same rule on the
+// host: "registry:5000" is not Docker Hub. (The kubelet's own check would say a single
+// component is Docker Hub, but it never sees one: every normalised name has a host.)
+func isDockerHub(repo string) bool {
+	switch host := registryOf(repo); host {
+	case "":
 		return false
-	case !found:
+	case "docker.io", "index.docker.io":
 		return true
-	case first == "docker.io", first == "index.docker.io":
-		return true
+	default:
+		return !strings.ContainsAny(host, ".:")
 	}
-	return !strings.ContainsAny(first, ".:")
 }
 
 // locationCache remembers parsed auth keys and images. Both come from a small set in

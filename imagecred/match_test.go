@@ -95,7 +95,12 @@ func TestNormalizeImage(t *testing.T) {
 func TestIsDockerHub(t *testing.T) {
 	for image, want := range map[string]bool{
 		"docker.io/library/nginx": true, "index.docker.io/x/y": true, "nginx": true, "library/ubuntu": true,
-		"registry.io/app": false, "localhost:5000/app": false, "/app": false,
+		"registry.io/app": false, "localhost:5000/app": false, "/app": false, "": false,
+		// As the kubelet decides for images of these registries (localhost/app falls back).
+		"localhost/app": true, "registry:5000/app": false,
+		// Bare registry hosts, as a docker credential helper is asked about.
+		"docker.io": true, "index.docker.io": true, "localhost": true,
+		"registry:5000": false, "registry.io": false, "localhost:5000": false, "[::1]:5000": false,
 	} {
 		if got := isDockerHub(image); got != want {
 			t.Errorf("isDockerHub(%q) = %v, want %v", image, got, want)

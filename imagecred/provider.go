@@ -7,7 +7,6 @@ import (
 	"maps"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 	"k8s.io/kubelet/pkg/apis/credentialprovider"
@@ -27,10 +26,8 @@ type provider struct {
 	accounts   ServiceAccounts
 	metrics    providerMetrics
 	now        func() time.Time
-	group      singleflight.Group
+	flights    flights
 	defaultTTL time.Duration
-	// beforeFlight, if set, is called as a caller joins the single-flight group (tests).
-	beforeFlight func()
 }
 
 // answer is what a provider contributes to a lookup.
@@ -126,23 +123,15 @@ func (p *provider) provideMatched(ctx context.Context, image string, pod *Pod) (
 	if err := p.failures.get(sfKey, p.now()); err != nil {
 		return nil, fmt.Errorf("%w: %w", errFailureCached, err)
 	}
-	if p.beforeFlight != nil {
-		p.beforeFlight()
-	}
-	// The run uses the first caller's context; later callers wait for it, or for their own
-	// context to end.
-	flight := p.group.DoChan(sfKey, func() (any, error) {
+	// One run for all concurrent callers, bounded by the plugin timeout and by no caller's
+	// context (see flights): an error here is the plugin's, or this caller's ctx.Err().
+	v, err := p.flights.do(ctx, sfKey, func(ctx context.Context) (any, error) {
 		return p.exec(ctx, image, sa.token, sa.annotations)
 	})
-	var v any
-	select {
-	case r := <-flight:
-		v, err = r.Val, r.Err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 	if err != nil {
-		p.failures.put(sfKey, err, p.now())
+		if ctx.Err() == nil {
+			p.failures.put(sfKey, err, p.now())
+		}
 		return nil, err
 	}
 	resp := v.(*credentialprovider.CredentialProviderResponse)

@@ -130,7 +130,7 @@ func TestConcurrentLookupsRunThePluginOnce(t *testing.T) {
 	k := f.keyring(Options{}, p)
 	const n = 8
 	joined := make(chan struct{}, n)
-	k.providers[0].beforeFlight = func() { joined <- struct{}{} }
+	k.providers[0].flights.joined = func() { joined <- struct{}{} }
 
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -377,7 +377,7 @@ func TestWaitingCallerHonoursItsContext(t *testing.T) {
 	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
 	k := f.keyring(Options{}, p)
 	joined := make(chan struct{}, 2)
-	k.providers[0].beforeFlight = func() { joined <- struct{}{} }
+	k.providers[0].flights.joined = func() { joined <- struct{}{} }
 
 	first := make(chan error, 1)
 	go func() {

@@ -10,23 +10,30 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // Store keeps JSON documents in files, one per key, for caches shared by processes: 0600
-// files in a 0700 directory, written atomically (a reader sees the old document or the new
-// one, never a part) but not synced to disk, with a file lock per key for
-// read-modify-write. A file is named after a
-// hash of its key, so keys may hold anything. Cache is built on Store; use Store directly
-// when an entry holds more than a Status. The zero value is unusable: Dir is required. A
-// Store is safe for concurrent use by goroutines and processes.
+// files in a private directory, written atomically (a reader sees the old document or the
+// new one, never a part) but not synced to disk, with a file lock per key for
+// read-modify-write. A file is named after a hash of its key, so keys may hold anything.
+// Cache is built on Store; use Store directly when an entry holds more than a Status. The
+// zero value is unusable: Dir is required. A Store is safe for concurrent use by
+// goroutines and processes of one user.
+//
+// Every method checks Dir before it reads or writes: it must be a real directory (not a
+// symbolic link) that belongs to the user and that no other user may write to, since
+// another user who owned it could read the credentials stored or plant their own. Entries
+// are read only when they are regular files, never through a link or from a FIFO.
 type Store struct {
 	// Dir holds the entries; it is created 0700 if missing, and narrowed to 0700 if it
-	// exists with wider permissions.
+	// exists with read or search permission for others. A Dir of another user's, or
+	// writable by others, is an error.
 	Dir string
 	// LockTimeout bounds the wait for another process's lock. Zero means 5 minutes, long
 	// enough for a browser login.
@@ -43,6 +50,10 @@ const (
 
 // ErrNoEntry says a key has no stored document.
 var ErrNoEntry = errors.New("plugin: no cache entry")
+
+// maxEntry bounds the size of a document read back: a plugin's output is capped at a few
+// MiB, and an entry holds one.
+const maxEntry = 16 << 20
 
 // Locked is a key of a Store whose file lock is held. It is not safe for concurrent use;
 // call Unlock when done.
@@ -72,9 +83,18 @@ func (s *Store) Lock(ctx context.Context, key string) (*Locked, error) {
 }
 
 // Load decodes key's document into v without taking the lock; writes are atomic, so the
-// document is whole. It returns ErrNoEntry when there is none, or a decoding error for a
-// corrupt one, which callers treat as a miss: the next Save replaces it.
-func (s *Store) Load(key string, v any) error { return load(s.fileName(key), v) }
+// document is whole. It returns ErrNoEntry when there is none (or no directory yet), an
+// error for a directory that fails the check, or a decoding error for a corrupt entry,
+// which callers treat as a miss: the next Save replaces it.
+func (s *Store) Load(key string, v any) error {
+	if err := s.check(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return ErrNoEntry
+		}
+		return err
+	}
+	return load(s.fileName(key), v)
+}
 
 // Load decodes the locked key's document into v, as Store.Load.
 func (l *Locked) Load(v any) error { return load(l.name, v) }
@@ -106,10 +126,13 @@ type StoredEntry struct {
 
 // Entries returns every document in the Store, in ID order. A missing directory has none.
 func (s *Store) Entries() ([]StoredEntry, error) {
-	files, err := os.ReadDir(s.Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	if err := s.check(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
 	}
+	files, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("plugin: reading the cache directory: %w", err)
 	}
@@ -119,7 +142,7 @@ func (s *Store) Entries() ([]StoredEntry, error) {
 		if !ok || !validID(id) || !f.Type().IsRegular() {
 			continue // not an entry: a write in progress, a lock, a file someone put there
 		}
-		b, err := os.ReadFile(filepath.Join(s.Dir, f.Name()))
+		b, err := privdir.ReadFile(filepath.Join(s.Dir, f.Name()), maxEntry)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed meanwhile
 		}
@@ -150,14 +173,17 @@ func (s *Store) RemoveIf(id string, drop func(data []byte) bool) (bool, error) {
 	if !validID(id) {
 		return false, fmt.Errorf("plugin: invalid cache entry id %q", id)
 	}
+	if err := s.check(); err != nil {
+		return false, err
+	}
 	name := filepath.Join(s.Dir, id+entrySuffix)
 	lock := flock.New(filepath.Join(s.Dir, id+lockSuffix), flock.SetPermissions(0o600))
 	ok, err := lock.TryLock()
 	if err != nil || !ok {
 		return false, err
 	}
-	defer lock.Unlock()         //nolint:errcheck // closing the file releases the lock anyway
-	b, err := os.ReadFile(name) //nolint:gosec // a file of the cache directory, named by a checked id
+	defer lock.Unlock() //nolint:errcheck // closing the file releases the lock anyway
+	b, err := privdir.ReadFile(name, maxEntry)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -206,26 +232,26 @@ func (s *Store) fileName(key string) string {
 	return filepath.Join(s.Dir, s.ID(key)+entrySuffix)
 }
 
-// prepare creates the directory, or narrows an existing one's permissions: entries hold
-// credentials, so only the owner may list or replace them.
+// prepare creates the directory, or checks an existing one: entries hold credentials, so
+// only the owner may list, read or replace them (see Store).
 func (s *Store) prepare() error {
 	if s.Dir == "" {
 		return errors.New("plugin: the cache directory is not set")
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	if err := privdir.Ensure(s.Dir); err != nil {
 		return fmt.Errorf("plugin: cache directory: %w", err)
 	}
-	info, err := os.Lstat(s.Dir)
-	if err != nil {
+	return nil
+}
+
+// check is prepare for a directory that need not exist: it creates nothing, and a missing
+// directory is an error that wraps fs.ErrNotExist.
+func (s *Store) check() error {
+	if s.Dir == "" {
+		return errors.New("plugin: the cache directory is not set")
+	}
+	if err := privdir.Check(s.Dir); err != nil {
 		return fmt.Errorf("plugin: cache directory: %w", err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("plugin: cache directory %s is not a directory (a symbolic link is not accepted)", s.Dir)
-	}
-	if runtime.GOOS != "windows" && info.Mode().Perm() != 0o700 {
-		if err := os.Chmod(s.Dir, 0o700); err != nil { //nolint:gosec // a directory: 0700 is owner-only, as G302 wants
-			return fmt.Errorf("plugin: cache directory %s has mode %v and cannot be made private: %w", s.Dir, info.Mode().Perm(), err)
-		}
 	}
 	return nil
 }
@@ -238,7 +264,7 @@ func (s *Store) lockTimeout() time.Duration {
 }
 
 func load(name string, v any) error {
-	b, err := os.ReadFile(name) //nolint:gosec // the name is our own hash in our own directory
+	b, err := privdir.ReadFile(name, maxEntry)
 	if errors.Is(err, fs.ErrNotExist) {
 		return ErrNoEntry
 	}
@@ -259,8 +285,10 @@ func removeEntry(name string) error {
 	return err
 }
 
+// writeAtomic writes b to a new file (0600, O_EXCL: never through a link) and renames it
+// to name, which replaces whatever is there, a link included, rather than following it.
 func writeAtomic(name string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+"*") // created 0600
+	tmp, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+"*")
 	if err != nil {
 		return err
 	}

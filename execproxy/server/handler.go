@@ -80,6 +80,11 @@ func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error
 	if err != nil {
 		return nil, nil, fmt.Errorf("exec proxy: upstream TLS: %w", err)
 	}
+	if tlsConfig == nil && (o.GetClientCertificate != nil || o.ClientSessionCache != nil) {
+		// A server trusted through the system roots: rest.TLSConfigFor returns nil, but the
+		// client certificate must be presented all the same.
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	if tlsConfig != nil && o.GetClientCertificate != nil {
 		tlsConfig.GetClientCertificate = o.GetClientCertificate
 	}
@@ -90,12 +95,25 @@ func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error
 	if proxy == nil {
 		proxy = http.ProxyFromEnvironment
 	}
-	streams = &http.Transport{Proxy: proxy, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32}
+	// Timeouts as client-go's transports have them: an API server that does not accept the
+	// connection or finish the handshake fails the request instead of holding it, and a
+	// pooled HTTP/2 connection that stops answering is pinged and dropped. No response
+	// header timeout: a watch, a logs -f or an exec waits for its first byte as long as it
+	// must, and the client's own timeout (its request context) still ends the request.
+	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	streams = &http.Transport{
+		Proxy: proxy, DialContext: dial, TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32,
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	}
 	if o.CloseIdleConnections != nil {
 		// A retired transport's connections close once their last stream has been idle this long.
 		streams.IdleConnTimeout = 90 * time.Second
 	}
-	upgrades = &http.Transport{Proxy: proxy, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+	upgrades = &http.Transport{
+		Proxy: proxy, DialContext: dial, TLSHandshakeTimeout: 10 * time.Second,
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
 	if tlsConfig != nil {
 		h1 := tlsConfig.Clone()
 		h1.NextProtos = []string{"http/1.1"}

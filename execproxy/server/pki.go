@@ -11,9 +11,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
-	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // ServerName is the name in the proxy's serving certificate; clients verify it, as a
@@ -30,18 +33,28 @@ type identity struct {
 	ClientKey  []byte `json:"clientKey"`
 }
 
+// maxIdentity bounds the identity file read back (it holds about 3 KiB).
+const maxIdentity = 64 << 10
+
 // loadOrCreateIdentity reuses the identity in path, so that a proxy restarted for the
 // same client keeps the CA and client certificate the client already trusts, or creates
 // one and stores it there (0600). An empty path means a fresh identity, not stored.
+// path's directory is checked first (this user's, not writable by others), and path is
+// read and written only as a regular file, never through a link.
 func loadOrCreateIdentity(path string) (*identity, error) {
 	if path != "" {
-		if b, err := os.ReadFile(path); err == nil { //nolint:gosec // the path the client gave
+		if err := privdir.Verify(filepath.Dir(path)); err != nil {
+			return nil, fmt.Errorf("exec proxy: identity file %s: %w; keep it (and the client's lock file) in a directory of your own that other users cannot write to", path, err)
+		}
+		b, err := privdir.ReadFile(path, maxIdentity)
+		switch {
+		case err == nil:
 			var id identity
 			if json.Unmarshal(b, &id) == nil && id.valid() {
 				return &id, nil
 			}
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, err
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("exec proxy: reading the identity file: %w", err)
 		}
 	}
 	id, err := newIdentity()
@@ -49,16 +62,25 @@ func loadOrCreateIdentity(path string) (*identity, error) {
 		return nil, err
 	}
 	if path != "" {
-		b, err := json.Marshal(id) //nolint:gosec // stored 0600 for this user's own proxy, by design
-
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return nil, fmt.Errorf("storing the proxy identity: %w", err)
+		if err := id.store(path); err != nil {
+			return nil, fmt.Errorf("exec proxy: storing the identity: %w", err)
 		}
 	}
 	return id, nil
+}
+
+// store writes id to path (0600), replacing a regular file left there before.
+func (id *identity) store(path string) error {
+	b, err := json.Marshal(id) //nolint:gosec // stored 0600 for this user's own proxy, by design
+	if err != nil {
+		return err
+	}
+	f, err := privdir.Replace(path)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
 }
 
 func (id *identity) valid() bool {

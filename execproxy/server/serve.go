@@ -7,15 +7,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred"
@@ -26,13 +27,16 @@ type Options struct {
 	// Upstream is the API server to forward to: Host, TLS settings and Proxy, e.g. from
 	// plugin.Info.RESTConfig(). Without Proxy, HTTP(S)_PROXY and NO_PROXY apply.
 	Upstream *rest.Config
-	// LockFilePath is the client's spec.lockFilePath; Serve returns once the client no
-	// longer holds its lock. Required.
+	// LockFilePath is the client's spec.lockFilePath: a regular file (not a link) that
+	// the client holds an exclusive flock on. Serve opens it once, at start, and returns
+	// once the client no longer holds its lock; it never creates the file. Required.
 	LockFilePath string
-	// SocketDir holds the socket (created 0700); stale sockets in it are removed.
+	// SocketDir holds the socket (created 0700; an existing one must be the user's own and
+	// not writable by others); stale sockets in it are removed.
 	SocketDir string
 	// IdentityFile, if set, keeps the proxy's CA and certificates (0600), so that a proxy
-	// restarted for the same client keeps what the client trusts.
+	// restarted for the same client keeps what the client trusts. Its directory must be
+	// the user's own and not writable by others; a link or FIFO in its place is refused.
 	IdentityFile string
 	// IdleTimeout, if positive, ends Serve after that long without an open connection;
 	// upgraded streams (exec, attach, port-forward) count as open until they end.
@@ -59,15 +63,21 @@ type Options struct {
 	Metrics *Metrics
 }
 
-// lockPoll is how often Serve checks whether its client is gone.
-const lockPoll = 200 * time.Millisecond
-
 // Serve runs the proxy until ctx ends, the client's lock is released, or the idle timeout
 // passes. It removes its socket before returning.
 func Serve(ctx context.Context, o Options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lock, err := openClientLock(o.LockFilePath, log)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	id, err := loadOrCreateIdentity(o.IdentityFile)
 	if err != nil {
 		return err
@@ -102,7 +112,7 @@ func Serve(ctx context.Context, o Options) error {
 		ConnState:         conns.connState,
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { waitForClientExit(ctx, o.LockFilePath, cancel) })
+	wg.Go(func() { waitForClientExit(ctx, lock, cancel) })
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- srv.ServeTLS(ln, "", "") })
 
@@ -166,22 +176,6 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// waitForClientExit cancels ctx once the lock on path can be taken: the client holds it
-// exclusively for as long as it lives, and the kernel releases it when the client dies.
-func waitForClientExit(ctx context.Context, path string, cancel context.CancelCauseFunc) {
-	lock := flock.New(path)
-	defer lock.Close()
-	ok, err := lock.TryLockContext(ctx, lockPoll)
-	if ok {
-		_ = lock.Unlock()
-		cancel(errClientGone)
-		return
-	}
-	if err != nil && ctx.Err() == nil {
-		cancel(fmt.Errorf("exec proxy: watching the client's lock file %s: %w", path, err))
-	}
-}
-
 // listen creates a socket with a fresh name in dir (0700), readable only by its owner.
 func listen(dir string) (net.Listener, string, error) {
 	if err := ensurePrivateDir(dir); err != nil {
@@ -205,16 +199,23 @@ func listen(dir string) (net.Listener, string, error) {
 }
 
 // removeStaleSockets unlinks sockets in dir that nothing listens on any more (a proxy that
-// was killed). A socket that accepts a connection is live and left alone.
+// was killed): only a refused connection says so. A socket that accepts a connection is
+// live, and so is one that fails otherwise (its backlog is full, it is slow to answer):
+// those are left alone.
 func removeStaleSockets(dir string) {
 	matches, _ := filepath.Glob(filepath.Join(dir, "proxy-*.sock"))
 	for _, m := range matches {
+		if info, err := os.Lstat(m); err != nil || info.Mode().Type() != fs.ModeSocket {
+			continue
+		}
 		d := net.Dialer{Timeout: time.Second}
 		conn, err := d.DialContext(context.Background(), "unix", m)
 		if err == nil {
 			_ = conn.Close()
 			continue
 		}
-		_ = os.Remove(m)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(m)
+		}
 	}
 }

@@ -74,7 +74,7 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 		g.log.Warn("the context's user also has static credentials; clients use those and never run the plugin")
 	}
 	a, err := execcred.NewForRESTConfig(cfg, execcred.Options{
-		Host: execcred.Host{Timeout: o.kubeconfig.timeout, Stdin: stdinFile(g)}, Logger: g.log,
+		Host: execcred.Host{Runner: pluginRunner(g), Timeout: o.kubeconfig.timeout, Stdin: stdinFile(g)}, Logger: g.log,
 	})
 	if err != nil {
 		return invalidConfig(err)
@@ -82,7 +82,7 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 	g.log.Debug("running exec plugin", "command", cfg.ExecProvider.Command)
 	cred, err := a.Credential(ctx)
 	if err != nil {
-		return err
+		return pluginFailed(err)
 	}
 	s := summarize(cfg.ExecProvider.Command, cfg.ExecProvider.APIVersion, cred, o.showToken)
 	if o.output == "json" {

@@ -8,8 +8,7 @@ import (
 )
 
 // detach starts cmd in a session of its own, so that it survives the launcher and the
-// terminal's signals, with stdin on the null device.
+// terminal's signals.
 func detach(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Stdin = nil
 }

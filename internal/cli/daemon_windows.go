@@ -12,5 +12,4 @@ import (
 func detach(cmd *exec.Cmd) {
 	const detachedProcess, newProcessGroup = 0x00000008, 0x00000200
 	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: detachedProcess | newProcessGroup}
-	cmd.Stdin = nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -18,7 +19,14 @@ import (
 // $FAKE_STDERR to stderr, and exits with $FAKE_EXIT.
 const execPluginEnv = "KPLUG_CLI_FAKE_PLUGIN"
 
+// kplugEnv makes the test binary kplug itself, so that a kubeconfig's exec block can run
+// `kplug proxy-plugin`, and the daemon that starts is kplug too.
+const kplugEnv = "KPLUG_CLI_AS_KPLUG"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(kplugEnv) != "" {
+		os.Exit(Run(context.Background(), os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	}
 	if os.Getenv(execPluginEnv) != "" {
 		fmt.Print(os.Getenv("FAKE_CREDENTIAL"))
 		fmt.Fprint(os.Stderr, os.Getenv("FAKE_STDERR"))

@@ -227,7 +227,7 @@ type dockerHelperOptions struct {
 func (o *dockerHelperOptions) AddFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
 	cmd.PersistentFlags().StringVar(&o.binDir, "bin-dir", "", "directory holding the provider plugins (required)")
-	cmd.PersistentFlags().StringVar(&o.cacheDir, "cache-dir", "", "keep provider answers here between runs (0700 directory, 0600 files); empty: no cache")
+	cmd.PersistentFlags().StringVar(&o.cacheDir, "cache-dir", "", "keep provider answers here between runs: a directory of your own (created 0700; refused if another user owns it or may write to it), 0600 files; empty: no cache")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", imagecred.DefaultTimeout, "how long one plugin may run")
 }
 
@@ -333,7 +333,7 @@ type tokenExchangeOptions struct {
 
 func (o *tokenExchangeOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.Endpoint, "endpoint", "", "OAuth 2.0 token endpoint that performs the exchange (required)")
+	f.StringVar(&o.Endpoint, "endpoint", "", "OAuth 2.0 token endpoint that performs the exchange: https (http only to 127.0.0.1 or [::1]); redirects are not followed (required)")
 	f.StringVar(&o.Audience, "audience", "", "RFC 8693 audience parameter")
 	f.StringVar(&o.Resource, "resource", "", "RFC 8693 resource parameter")
 	f.StringVar(&o.Scope, "scope", "", "RFC 8693 scope parameter")
@@ -355,7 +355,8 @@ func newImageCredentialPluginCommand() *cobra.Command {
 		Long: `token-exchange is a credential provider plugin: it reads a CredentialProviderRequest on
 stdin, exchanges its service-account token at --endpoint with OAuth 2.0 Token Exchange, and
 answers with the access token as the password for the image's registry, cached for 90 % of
-its lifetime. Configure it with tokenAttributes and apiVersion credentialprovider.kubelet.k8s.io/v1.`,
+its lifetime. Configure it with tokenAttributes and apiVersion credentialprovider.kubelet.k8s.io/v1.
+The token goes only to --endpoint: https (http only to a loopback IP address), no redirects.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "endpoint"); err != nil {
@@ -367,7 +368,11 @@ its lifetime. Configure it with tokenAttributes and apiVersion credentialprovide
 			default:
 				return &usageError{err: fmt.Errorf("invalid --cache-key-type %q: want Image, Registry or Global", o.cacheKeyType), showHelp: true}
 			}
-			return plugin.Run(cmd.Context(), plugin.TokenExchange(o.TokenExchangeOptions), cmd.InOrStdin(), cmd.OutOrStdout())
+			f, err := plugin.TokenExchange(o.TokenExchangeOptions)
+			if err != nil {
+				return invalidConfig(err)
+			}
+			return plugin.Run(cmd.Context(), f, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	o.AddFlags(te)

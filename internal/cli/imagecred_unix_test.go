@@ -217,4 +217,8 @@ func TestTokenExchangePluginCommand(t *testing.T) {
 	if code != ExitUsage || !strings.HasPrefix(errOut, `Error: invalid --cache-key-type "registry"`) {
 		t.Errorf("bad --cache-key-type: code %d, stderr %q", code, errOut)
 	}
+	code, out, errOut = runIn(t, req, "image-credential", "plugin", "token-exchange", "--endpoint", "http://sts.example/token")
+	if want := "Error: token-exchange: endpoint \"http://sts.example/token\" is not an https URL"; code != ExitUsage || out != "" || !strings.HasPrefix(errOut, want) {
+		t.Errorf("http endpoint: code %d, stdout %q, stderr %q; want exit %d and %s...", code, out, errOut, ExitUsage, want)
+	}
 }

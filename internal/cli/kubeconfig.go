@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/execplugin"
 )
 
 // kubeconfigOptions are the flags of commands that act as a client of a kubeconfig context.
@@ -54,6 +56,7 @@ func (o *kubeconfigOptions) execPlugin(g *globals, cfg *rest.Config, stdinUnavai
 	}
 	opts = execcred.Options{
 		Host: execcred.Host{
+			Runner:                  pluginRunner(g),
 			Timeout:                 o.timeout,
 			Stdin:                   stdinFile(g),
 			StdinUnavailable:        stdinUnavailable != "",
@@ -63,4 +66,20 @@ func (o *kubeconfigOptions) execPlugin(g *globals, cfg *rest.Config, stdinUnavai
 		Logger:  g.log,
 	}
 	return ec, opts, nil
+}
+
+// pluginRunner passes a plugin's stderr to kplug's, where the user sees it as it is
+// written (prompts, warnings); errors then do not repeat it.
+func pluginRunner(g *globals) *execplugin.Runner {
+	return &execplugin.Runner{Stderr: g.io.Err, StderrShown: true}
+}
+
+// pluginFailed makes a plugin's usage error (exit code 2: the kubeconfig's exec arguments
+// or environment are wrong) kplug's invalid-configuration error, which exits 2 too.
+func pluginFailed(err error) error {
+	var exit *execplugin.ExitError
+	if errors.As(err, &exit) && exit.Code == ExitUsage {
+		return invalidConfig(err)
+	}
+	return err
 }

@@ -31,26 +31,15 @@ func (o *kubeconfigOptions) connect(ctx context.Context, g *globals, cfg *rest.C
 	}
 	s, err := execproxy.Connect(ctx, cfg, *plugin, opts)
 	if err != nil {
-		return nil, err
+		return nil, pluginFailed(err)
 	}
-	fail := func(err error) (*clientSession, error) {
+	rt, err := s.Transport()
+	if err != nil {
 		s.Close()
-		return nil, err
-	}
-	if !s.Proxied() {
-		rt, err := execcred.HTTPTransport(cfg, s.Authenticator(), true)
-		if err != nil {
-			return fail(invalidConfig(err))
+		if !s.Proxied() {
+			err = invalidConfig(err) // the kubeconfig's TLS settings
 		}
-		return &clientSession{rt: rt, proxy: s, close: s.Close}, nil
-	}
-	proxied, err := s.Config()
-	if err != nil {
-		return fail(err)
-	}
-	rt, err := rest.TransportFor(proxied)
-	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	return &clientSession{rt: rt, proxy: s, close: s.Close}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 type proxyPluginOptions struct {
@@ -38,7 +40,7 @@ type proxyPluginOptions struct {
 
 func (o *proxyPluginOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringArrayVar(&o.headers, "header", nil, "add a header to every request, as NAME=VALUE (repeatable)")
+	f.StringArrayVar(&o.headers, "header", nil, "add a header to every request, as NAME=VALUE, or NAME=@FILE to read the value from FILE (repeatable)")
 	f.StringVar(&o.clientCert, "client-cert", "", "PEM certificate for TLS client authentication to the API server (default with a pkcs11: --client-key: the certificate stored on the token under the key's label)")
 	f.StringVar(&o.clientKey, "client-key", "", "private key of --client-cert: a PEM file (path or file:PATH) or a PKCS#11 URI, pkcs11:token=T;object=O?module-path=M&pin-source=file:P (PIN also from $KPLUG_PKCS11_PIN, module from $KPLUG_PKCS11_MODULE)")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "exit after this long without connections (0: only when the client exits)")
@@ -72,11 +74,31 @@ kplug run, the execproxy package). The proxy exits when its client exits.`,
       interactiveMode: Never`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.daemon {
+				if err := o.launcherArgs(cmd, g); err != nil {
+					return err
+				}
+			}
 			return o.run(cmd.Context(), g, cmd.OutOrStdout())
 		},
 	}
 	o.AddFlags(cmd)
 	return cmd
+}
+
+// launcherArgs reads the launcher's arguments from stdin and applies them. The daemon's
+// command line is only "proxy-plugin --daemon", because any local user can read a
+// process's command line (ps, /proc/PID/cmdline), and --header values are often secrets.
+func (o *proxyPluginOptions) launcherArgs(cmd *cobra.Command, g *globals) error {
+	var args []string
+	if err := json.NewDecoder(io.LimitReader(g.io.In, 1<<20)).Decode(&args); err != nil {
+		return fmt.Errorf("exec proxy: reading the launcher's arguments from stdin: %w", err)
+	}
+	if err := cmd.Flags().Parse(args); err != nil {
+		return &usageError{err: err}
+	}
+	g.log = newLogger(g.io.Err, g.verbosity)
+	return nil
 }
 
 func (o *proxyPluginOptions) run(ctx context.Context, g *globals, out io.Writer) error {
@@ -94,7 +116,7 @@ func (o *proxyPluginOptions) run(ctx context.Context, g *globals, out io.Writer)
 		return err
 	}
 	if !o.daemon {
-		return launch(ctx, out, serveOpts.LockFilePath)
+		return launch(ctx, out, serveOpts.LockFilePath, g.args)
 	}
 	serveOpts.Ready = func(s *execcred.Status) {
 		// The answer is the only thing this process writes to stdout; closing stdout tells
@@ -153,9 +175,9 @@ func (o *proxyPluginOptions) serveOptions(ctx context.Context, g *globals, info 
 	}
 	headers := http.Header{}
 	for _, h := range o.headers {
-		name, value, ok := strings.Cut(h, "=")
-		if !ok || name == "" {
-			return so, closers, &usageError{err: fmt.Errorf("invalid --header %q: want NAME=VALUE", h), showHelp: true}
+		name, value, err := headerFlag(h)
+		if err != nil {
+			return so, closers, err
 		}
 		headers.Add(name, value)
 	}
@@ -198,6 +220,51 @@ func (o *proxyPluginOptions) serveOptions(ctx context.Context, g *globals, info 
 	return so, closers, nil
 }
 
+// headerFlag parses a --header value: NAME=VALUE, or NAME=@FILE for a value kept in a file
+// (surrounding white space, such as a final newline, is dropped). Errors never repeat the
+// value, which is often a secret.
+func headerFlag(h string) (name, value string, err error) {
+	name, value, ok := strings.Cut(h, "=")
+	if !ok || !validHeaderName(name) {
+		what := "--header" // the flag's text may hold the secret value, so it is not shown
+		if validHeaderName(name) {
+			what += " " + name
+		}
+		return "", "", &usageError{err: fmt.Errorf("invalid %s: want NAME=VALUE or NAME=@FILE, where NAME is a header name", what), showHelp: true}
+	}
+	if file, ok := strings.CutPrefix(value, "@"); ok {
+		b, err := readHeaderFile(file)
+		if err != nil {
+			return "", "", invalidConfig(fmt.Errorf("--header %s=@%s: %w", name, file, err))
+		}
+		value = strings.TrimSpace(string(b))
+	}
+	if strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+		return "", "", invalidConfig(fmt.Errorf("--header %s: the value holds a control character (a line break?), which a header cannot carry", name))
+	}
+	return name, value, nil
+}
+
+// readHeaderFile reads a --header value file of at most 64 KiB.
+func readHeaderFile(path string) ([]byte, error) {
+	f, err := os.Open(path) //nolint:gosec // a file the user names
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
+	if err == nil && len(b) > 64<<10 {
+		err = errors.New("larger than 64 KiB")
+	}
+	return b, err
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110, section 5.6.2).
+func validHeaderName(name string) bool {
+	const tchar = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	return name != "" && strings.Trim(name, tchar) == ""
+}
+
 // execLockFile reads spec.lockFilePath, the exec proxy extension, from KUBERNETES_EXEC_INFO.
 func execLockFile(info string) (string, error) {
 	if info == "" {
@@ -215,21 +282,30 @@ func execLockFile(info string) (string, error) {
 }
 
 // launch starts this command again as a detached daemon, waits for its answer and prints
-// it. The daemon's log goes beside the client's lock file.
-func launch(ctx context.Context, out io.Writer, lockFile string) error {
+// it. The daemon's log goes beside the client's lock file, once that directory is known
+// to be the user's own and closed to other users' writes, and never through a link.
+func launch(ctx context.Context, out io.Writer, lockFile string, args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(lockFile+".log", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600) //nolint:gosec // the client's lock file
+	if err := privdir.Verify(filepath.Dir(lockFile)); err != nil {
+		return fmt.Errorf("exec proxy: spec.lockFilePath %s: %w; the client must keep its lock file in a directory of its own that other users cannot write to", lockFile, err)
+	}
+	logFile, err := privdir.Replace(lockFile + ".log")
+	if err != nil {
+		return fmt.Errorf("exec proxy: the proxy's log: %w", err)
+	}
+	defer logFile.Close()
+	// The daemon outlives this launcher by design, so no context may kill it. Its options,
+	// --header values among them, reach it on stdin, not on its command line.
+	cmd := exec.Command(self, "proxy-plugin", "--daemon") //nolint:gosec,noctx // ourselves, detached
+	cmd.Stderr = logFile
+	detach(cmd)
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	// The daemon outlives this launcher by design, so no context may kill it.
-	cmd := exec.Command(self, append(os.Args[1:], "--daemon")...) //nolint:gosec,noctx // ourselves, detached
-	cmd.Stderr = logFile
-	detach(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -237,6 +313,8 @@ func launch(ctx context.Context, out io.Writer, lockFile string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("exec proxy: starting the proxy: %w", err)
 	}
+	_ = json.NewEncoder(stdin).Encode(args) // a daemon that cannot read them says so in its log
+	_ = stdin.Close()
 	// The answer is complete when the daemon closes stdout, after printing it or by dying.
 	answer := make(chan []byte, 1)
 	go func() {
@@ -256,8 +334,8 @@ func launch(ctx context.Context, out io.Writer, lockFile string) error {
 		return ctx.Err()
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		_ = cmd.Wait()                               // it has exited: reap it
-		logTail, _ := os.ReadFile(lockFile + ".log") //nolint:gosec // the log we just wrote
+		_ = cmd.Wait() // it has exited: reap it
+		logTail, _ := privdir.ReadFile(lockFile+".log", 64<<10)
 		return fmt.Errorf("exec proxy: the proxy exited without answering: %s", strings.TrimSpace(string(logTail)))
 	}
 	_ = cmd.Process.Release()

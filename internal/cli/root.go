@@ -25,16 +25,18 @@ type IO struct {
 	Err io.Writer
 }
 
-// globals holds what every subcommand shares: the streams and the logger built from -v.
+// globals holds what every subcommand shares: the streams, the logger built from -v, and
+// the arguments kplug was run with.
 type globals struct {
 	io        IO
 	verbosity int
 	log       *slog.Logger
+	args      []string
 }
 
 // Run executes kplug with args (without the program name) and returns the exit code.
 func Run(ctx context.Context, args []string, streams IO) int {
-	g := &globals{io: streams}
+	g := &globals{io: streams, args: args}
 	return execute(ctx, newRootCommand(g), args, streams)
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/execproxy"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 type runOptions struct {
@@ -28,7 +29,8 @@ func newRunCommand(g *globals) *cobra.Command {
 COMMAND with KUBECONFIG pointing at an ephemeral kubeconfig (0600) that reaches the API
 server through the proxy: its proxy-url is a loopback HTTP CONNECT bridge to the proxy's
 socket, which stock kubectl honours for REST calls, watches, exec, attach and
-port-forward. Everything is removed when COMMAND exits, and COMMAND's exit code is
+port-forward, and which admits only clients holding the secret in that kubeconfig. The
+context's impersonation (as, as-groups, ...) is kept. Everything is removed when COMMAND exits, and COMMAND's exit code is
 kplug's.`,
 		Example: `  kplug run --context hsm -- kubectl get pods -w
   kplug run -- helm list -A`,
@@ -55,19 +57,23 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	if session.proxy == nil || !session.proxy.Proxied() {
 		return invalidConfig(errors.New("the context's exec plugin answered with a credential, not an exec proxy; run the client directly"))
 	}
-	dir, err := os.MkdirTemp(execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")), "run-")
+	runtimeDir := execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR"))
+	if err := privdir.Ensure(runtimeDir); err != nil { // checked before anything is written in it
+		return fmt.Errorf("exec proxy: runtime directory: %w (kplug uses $XDG_RUNTIME_DIR/kplug, else $TMPDIR/kplug-<uid>)", err)
+	}
+	dir, err := os.MkdirTemp(runtimeDir, "run-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg.Host, session.proxy.Credential(), session.proxy.Bridge()), kubeconfig); err != nil {
+	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg, session.proxy.Credential(), session.proxy.Bridge()), kubeconfig); err != nil {
 		return err
 	}
 	if err := os.Chmod(kubeconfig, 0o600); err != nil { //nolint:gosec // a file in the directory MkdirTemp just made
 		return err
 	}
-	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.proxy.Bridge().URL)
+	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.proxy.Bridge().Addr)
 
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the user's own command
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)

@@ -73,6 +73,8 @@ type ExitError struct {
 	Code    int
 	Signal  os.Signal // nil unless the plugin died by a signal
 	Stderr  string    // the last bytes the plugin wrote to stderr
+	// StderrShown leaves Stderr out of the message: the user has seen it (Runner.StderrShown).
+	StderrShown bool
 	// Stdout is what the plugin wrote to stdout before it failed, up to the output cap.
 	// Callers must not use it as an answer; a wrapper may pass it on as it was.
 	Stdout   []byte
@@ -84,7 +86,7 @@ func (e *ExitError) Error() string {
 	if e.Signal != nil {
 		what = fmt.Sprintf("was killed by signal %v", e.Signal)
 	}
-	return fmt.Sprintf("plugin %q %s%s", e.Command, what, stderrSuffix(e.Stderr))
+	return fmt.Sprintf("plugin %q %s%s", e.Command, what, stderrSuffix(e.Stderr, e.StderrShown))
 }
 
 // TimeoutError says the plugin ran longer than its timeout and was killed with its process group.
@@ -93,10 +95,12 @@ type TimeoutError struct {
 	Path    string
 	Timeout time.Duration
 	Stderr  string
+	// StderrShown leaves Stderr out of the message: the user has seen it (Runner.StderrShown).
+	StderrShown bool
 }
 
 func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("plugin %q timed out after %v and was killed%s", e.Command, e.Timeout, stderrSuffix(e.Stderr))
+	return fmt.Sprintf("plugin %q timed out after %v and was killed%s", e.Command, e.Timeout, stderrSuffix(e.Stderr, e.StderrShown))
 }
 
 // OutputTooLargeError says the plugin wrote more than the stdout cap; it was killed and
@@ -140,10 +144,15 @@ func (e *CanceledError) Unwrap() error { return e.Err }
 // whole tail stays available in the error's Stderr field.
 const maxStderrInMessage = 1024
 
-func stderrSuffix(tail string) string {
+// stderrSuffix ends an error message with the plugin's stderr tail, or, when the user has
+// already seen it, points there.
+func stderrSuffix(tail string, shown bool) string {
 	tail = strings.TrimSpace(tail)
 	if tail == "" {
 		return ""
+	}
+	if shown {
+		return " (its stderr is above)"
 	}
 	if len(tail) > maxStderrInMessage {
 		tail = tail[len(tail)-maxStderrInMessage:]

@@ -87,6 +87,10 @@ type Runner struct {
 	// Stderr receives the plugin's stderr as it is written; nil means os.Stderr.
 	// Use io.Discard to hide it.
 	Stderr io.Writer
+	// StderrShown says that Stderr reaches whoever reads the errors Run returns (a CLI
+	// that prints both to one terminal), so that error messages do not repeat the stderr
+	// tail; the errors' Stderr fields keep it.
+	StderrShown bool
 	// KillGrace is the time between SIGTERM and SIGKILL, and how long stdout may stay open
 	// after the plugin exits; zero means DefaultKillGrace.
 	KillGrace time.Duration
@@ -194,18 +198,19 @@ func (r *Runner) run(ctx context.Context, c Command, call *Call) (*Result, error
 	case ctx.Err() != nil:
 		return nil, &CanceledError{Command: c.Path, Err: ctx.Err()}
 	case errors.Is(context.Cause(runCtx), errTimedOut):
-		return nil, &TimeoutError{Command: c.Path, Path: path, Timeout: c.Timeout, Stderr: stderr.String()}
+		return nil, &TimeoutError{Command: c.Path, Path: path, Timeout: c.Timeout, Stderr: stderr.String(), StderrShown: r.StderrShown}
 	case errors.Is(err, exec.ErrWaitDelay):
 		return nil, &OutputHeldError{Command: c.Path, Path: path, Grace: r.grace()}
 	case errors.As(err, &exitErr):
 		return nil, &ExitError{
-			Command:  c.Path,
-			Path:     path,
-			Code:     exitErr.ExitCode(),
-			Signal:   exitSignal(exitErr.ProcessState),
-			Stderr:   stderr.String(),
-			Stdout:   stdout.buf.Bytes(),
-			Duration: call.Duration,
+			Command:     c.Path,
+			Path:        path,
+			Code:        exitErr.ExitCode(),
+			Signal:      exitSignal(exitErr.ProcessState),
+			Stderr:      stderr.String(),
+			StderrShown: r.StderrShown,
+			Stdout:      stdout.buf.Bytes(),
+			Duration:    call.Duration,
 		}
 	}
 	return nil, fmt.Errorf("plugin %q: %w", c.Path, err)

@@ -29,7 +29,15 @@ func Ensure(dir string) error {
 
 // Check is Ensure for a directory that must already exist: it creates nothing, but it
 // narrows a directory that others may only read.
-func Check(dir string) error {
+func Check(dir string) error { return check(dir, true) }
+
+// Verify is Check that changes nothing: a directory that group or others may read, but
+// not write, is accepted as it is (files created in it are 0600 all the same). It is for
+// a directory another program chose, such as the directory of the lock file a client
+// names, which kplug must not modify.
+func Verify(dir string) error { return check(dir, false) }
+
+func check(dir string, narrow bool) error {
 	info, err := os.Lstat(dir)
 	if err != nil {
 		return err
@@ -40,7 +48,7 @@ func Check(dir string) error {
 	if !info.IsDir() {
 		return fmt.Errorf("%s is not a directory (remove it and retry)", dir)
 	}
-	return checkOwner(dir, info)
+	return checkOwner(dir, info, narrow)
 }
 
 // Create creates a new file named path with mode 0600 for writing. It fails if anything

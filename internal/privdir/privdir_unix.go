@@ -17,19 +17,24 @@ const (
 	nonBlock = syscall.O_NONBLOCK
 )
 
-func checkOwner(dir string, info fs.FileInfo) error {
+func checkOwner(dir string, info fs.FileInfo, narrow bool) error {
 	st, ok := info.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fmt.Errorf("%s: cannot read its owner", dir)
 	}
+	// The advice suits a directory kplug chose; Verify's callers give their own.
+	ownerHint, modeHint := "; remove it, or set a directory of your own", "; remove it and retry"
+	if !narrow {
+		ownerHint, modeHint = "", ""
+	}
 	if uid := os.Geteuid(); int(st.Uid) != uid {
-		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d): another user may have created it; remove it, or set a directory of your own", dir, st.Uid, uid)
+		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d): another user may have created it%s", dir, st.Uid, uid, ownerHint)
 	}
 	perm := info.Mode().Perm()
 	if perm&0o022 != 0 {
-		return fmt.Errorf("%s has mode %v: other users can write to it, so nothing in it can be trusted; remove it and retry", dir, perm)
+		return fmt.Errorf("%s has mode %v: other users can write to it, so nothing in it can be trusted%s", dir, perm, modeHint)
 	}
-	if perm&0o077 != 0 {
+	if perm&0o077 != 0 && narrow {
 		if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // a directory: 0700 is owner-only
 			return fmt.Errorf("%s has mode %v and cannot be made private (chmod 700 %s): %w", dir, perm, dir, err)
 		}

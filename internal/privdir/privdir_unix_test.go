@@ -63,6 +63,22 @@ func TestEnsure(t *testing.T) {
 	})
 }
 
+// TestVerifyChangesNothing: Verify, for directories another program chose, refuses what
+// Check refuses but leaves a readable directory as it is.
+func TestVerifyChangesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	mustMkdir(t, dir, 0o755)
+	if err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+	assertMode(t, dir, 0o755)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, Verify(dir), "other users can write to it")
+	wantErr(t, Verify(filepath.Join(dir, "absent")), "no such file or directory")
+}
+
 func TestCreateRefusesExisting(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")

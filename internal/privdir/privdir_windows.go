@@ -14,7 +14,7 @@ const (
 
 // checkOwner accepts any directory on Windows: access is governed by ACLs, and a user's
 // profile and temp directories are private by default.
-func checkOwner(string, fs.FileInfo) error { return nil }
+func checkOwner(string, fs.FileInfo, bool) error { return nil }
 
 func isLoop(error) bool { return false }
 

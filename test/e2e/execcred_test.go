@@ -116,14 +116,16 @@ func TestExecCredentialPlugins(t *testing.T) {
 		t.Errorf("kplug credential (cert): %q, %v", out, err)
 	}
 
-	// A failing plugin: one line naming it and the cause, exit 1.
+	// A failing plugin: its message once, as it wrote it, then one line naming it, exit 1.
 	writeBytes(t, tokenFile, nil)
 	if err := os.Remove(tokenFile); err != nil {
 		t.Fatal(err)
 	}
 	_, errOut, err := run(t, kplug, "request", "--kubeconfig", kubeconfig, "--context", "token", "/version")
-	if code := exitCode(err); code != 1 || !strings.Contains(errOut, `exited with code 1: testplugin: open `+tokenFile+`: no such file or directory`) {
-		t.Errorf("failing plugin: exit %d, stderr %q", code, errOut)
+	want := "testplugin: open " + tokenFile + ": no such file or directory\n" +
+		`Error: execcred: plugin "` + filepath.Join(dir, "bin", "testplugin") + `" exited with code 1 (its stderr is above)` + "\n"
+	if code := exitCode(err); code != 1 || errOut != want {
+		t.Errorf("failing plugin: exit %d\nstderr %q\nwant   %q", code, errOut, want)
 	}
 }
 

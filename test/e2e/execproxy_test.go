@@ -92,7 +92,9 @@ func TestExecProxy(t *testing.T) {
 	})
 
 	t.Run("a killed proxy is started again", func(t *testing.T) {
-		script := whoami + `; echo; pkill -9 -f "proxy-plugin --head[e]r"; sleep 0.5; ` + whoami
+		// The daemon's command line is only "kplug proxy-plugin --daemon" (its flags come on
+		// stdin); [n] keeps the pattern from matching this shell's own command line.
+		script := whoami + `; echo; pkill -9 -f "^` + kplug + ` proxy-plugin --daemo[n]" || echo no proxy killed; sleep 0.5; ` + whoami
 		out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "header", "--", "sh", "-c", script)
 		if err != nil || out != "bob\nbob" {
 			t.Errorf("whoami, kill the proxy, whoami: %q, %v\n%s", out, err, errOut)

@@ -292,12 +292,22 @@ func writeFile(t *testing.T, path, content string) {
 
 type registry struct {
 	host, pusherPassword, pullerPassword string
+
+	mu        sync.Mutex
+	passwords map[string]bool // every basic-auth password a client sent
+}
+
+// sawPassword reports whether a client sent password to the registry.
+func (r *registry) sawPassword(password string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.passwords[password]
 }
 
 // startRegistry serves a distribution registry with htpasswd users "pusher" and "puller".
 func startRegistry(t *testing.T) *registry {
 	t.Helper()
-	r := &registry{pusherPassword: randomString(t), pullerPassword: randomString(t)}
+	r := &registry{pusherPassword: randomString(t), pullerPassword: randomString(t), passwords: map[string]bool{}}
 	var htpasswd strings.Builder
 	for user, pw := range map[string]string{"pusher": r.pusherPassword, "puller": r.pullerPassword} {
 		hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
@@ -316,7 +326,15 @@ func startRegistry(t *testing.T) *registry {
 		Auth: configuration.Auth{"htpasswd": configuration.Parameters{"realm": "kplug-e2e", "path": file}},
 	}
 	cfg.Log.AccessLog.Disabled = true
-	srv := httptest.NewServer(handlers.NewApp(context.Background(), cfg))
+	app := handlers.NewApp(context.Background(), cfg)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if _, pw, ok := req.BasicAuth(); ok {
+			r.mu.Lock()
+			r.passwords[pw] = true
+			r.mu.Unlock()
+		}
+		app.ServeHTTP(w, req)
+	}))
 	t.Cleanup(srv.Close)
 	r.host = strings.TrimPrefix(srv.URL, "http://")
 	return r
@@ -422,12 +440,8 @@ func TestImageCredentialDockerHelperPull(t *testing.T) {
 
 	dir := t.TempDir()
 	binDir := filepath.Join(dir, "plugins")
-	helperDir := filepath.Join(dir, "path")
-	dockerDir := filepath.Join(dir, "home", ".docker")
-	for _, d := range []string{binDir, helperDir, dockerDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(binDir, 0o700); err != nil {
+		t.Fatal(err)
 	}
 	runs := filepath.Join(dir, "plugin-runs")
 	writeExecutable(t, filepath.Join(binDir, "static"), fmt.Sprintf(`#!/bin/sh
@@ -444,17 +458,7 @@ providers:
   defaultCacheDuration: 1m
   apiVersion: credentialprovider.kubelet.k8s.io/v1
 `, reg.host))
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeExecutable(t, filepath.Join(helperDir, "docker-credential-kplug"), fmt.Sprintf(`#!/bin/sh
-%s=1 exec %q image-credential docker-helper --config %q --bin-dir %q --cache-dir %q "$@"
-`, runKplugEnv, exe, config, binDir, filepath.Join(dir, "cache")))
-	writeFile(t, filepath.Join(dockerDir, "config.json"), fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, reg.host))
-	t.Setenv("HOME", filepath.Dir(dockerDir))
-	t.Setenv("DOCKER_CONFIG", dockerDir)
-	t.Setenv("PATH", helperDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	installDockerHelper(t, dir, config, binDir, fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, reg.host))
 
 	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {
@@ -479,6 +483,34 @@ providers:
 	if again := countLines(t, runs); again != first {
 		t.Errorf("plugin ran %d more times on the second pull; the helper's disk cache should answer", again-first)
 	}
+}
+
+// installDockerHelper puts docker-credential-kplug (kplug image-credential docker-helper
+// with config, binDir and a cache under dir) first on $PATH, and a docker config.json
+// holding dockerConfig in $DOCKER_CONFIG under dir, for the rest of the test. It returns
+// the helper's path.
+func installDockerHelper(t *testing.T, dir, config, binDir, dockerConfig string) string {
+	t.Helper()
+	helperDir := filepath.Join(dir, "path")
+	dockerDir := filepath.Join(dir, "home", ".docker")
+	for _, d := range []string{helperDir, dockerDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := filepath.Join(helperDir, "docker-credential-kplug")
+	writeExecutable(t, helper, fmt.Sprintf(`#!/bin/sh
+%s=1 exec %q image-credential docker-helper --config %q --bin-dir %q --cache-dir %q "$@"
+`, runKplugEnv, exe, config, binDir, filepath.Join(dir, "cache")))
+	writeFile(t, filepath.Join(dockerDir, "config.json"), dockerConfig)
+	t.Setenv("HOME", filepath.Dir(dockerDir))
+	t.Setenv("DOCKER_CONFIG", dockerDir)
+	t.Setenv("PATH", helperDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return helper
 }
 
 func writeExecutable(t *testing.T, path, content string) {

@@ -1,0 +1,101 @@
+//go:build unix
+
+package plugin
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kplug/kplug/execcred"
+)
+
+// TestStoreRefusesAnotherUsersDirectory: a directory of another user's (here uid 65534)
+// is refused by every path in, with nothing read from it or written to it: Cache.Do
+// neither serves the entry planted there nor fetches, and Entries lists nothing.
+func TestStoreRefusesAnotherUsersDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a directory to another user")
+	}
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "cache")
+	s := &Store{Dir: dir}
+	l, err := s.Lock(context.Background(), "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Save(entry{Status: &execcred.Status{Token: "planted"}, Expires: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Unlock()
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(dir)
+
+	want := "plugin: cache directory: " + dir + " belongs to uid 65534, not to this user (uid 0)"
+	fetched := false
+	st, err := (&Cache{Dir: dir, TTL: time.Hour}).Do(context.Background(), "key", func(context.Context) (*execcred.Status, error) {
+		fetched = true
+		return &execcred.Status{Token: "fresh"}, nil
+	})
+	if err == nil || !strings.HasPrefix(err.Error(), want) || st != nil || fetched {
+		t.Errorf("Cache.Do: %+v, %v (fetched %v); want %s..., no fetch", st, err, fetched, want)
+	}
+	if entries, err := s.Entries(); err == nil || !strings.HasPrefix(err.Error(), want) || entries != nil {
+		t.Errorf("Entries: %v, %v; want %s...", entries, err, want)
+	}
+	if after, _ := os.ReadDir(dir); len(after) != len(before) {
+		t.Errorf("%d files in the directory, was %d", len(after), len(before))
+	}
+}
+
+// TestStoreEntriesAreRegularFiles: a link or a FIFO in place of an entry is not read (and
+// a FIFO does not block), and Save replaces a link instead of writing through it.
+func TestStoreEntriesAreRegularFiles(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "cache")
+	s := &Store{Dir: dir}
+	l, err := s.Lock(context.Background(), "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock() //nolint:errcheck // a test
+	if err := l.Save(map[string]int{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(s.fileName("target"), s.fileName("link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(s.fileName("fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]int
+	for _, key := range []string{"link", "fifo"} {
+		if err := s.Load(key, &v); err == nil {
+			t.Errorf("Load(%s) read %v", key, v)
+		}
+	}
+	entries, err := s.Entries()
+	if err != nil || len(entries) != 1 || entries[0].ID != s.ID("target") {
+		t.Errorf("Entries: %+v, %v; want the one regular entry", entries, err)
+	}
+	ll, err := s.Lock(context.Background(), "link")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ll.Unlock() //nolint:errcheck // a test
+	if err := ll.Save(map[string]int{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load("target", &v); err != nil || v["n"] != 1 {
+		t.Errorf("the link's target: %v, %v; want it unchanged", v, err)
+	}
+	if info, err := os.Lstat(s.fileName("link")); err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
+		t.Errorf("the saved entry: %v, %v; want a 0600 regular file", info.Mode(), err)
+	}
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests need and a bare machine lacks. As root it runs
+# apt-get; otherwise it prints the one command to run and exits 2, so that `make test` never
+# fails later for a missing package.
+set -euo pipefail
+
+# command:package pairs; a package is missing when its command is.
+needs=(
+	gcc:gcc                  # cgo, for PKCS#11 keys
+	git:git                  # version stamps
+	unshare:util-linux       # one UTS namespace per kube-apiserver in e2e tests
+	softhsm2-util:softhsm2   # PKCS#11 tokens for the hardware-key tests
+)
+missing=()
+for pair in "${needs[@]}"; do
+	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+((${#missing[@]})) || exit 0
+
+if [[ $(id -u) -ne 0 ]]; then
+	echo "deps: the tests need ${missing[*]}: run 'sudo apt-get install -y ${missing[*]}' (or your system's equivalent), then retry" >&2
+	exit 2
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "deps: the tests need ${missing[*]}, and this machine has no apt-get: install them with your package manager, then retry" >&2
+	exit 2
+fi
+echo "deps: installing ${missing[*]}" >&2
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
