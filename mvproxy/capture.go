@@ -2,6 +2,9 @@ package mvproxy
 
 import (
 	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net/http"
@@ -31,6 +34,32 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.code = http.StatusOK
 	}
 	return c.body.Write(p)
+}
+
+// decodedBody returns the body without its content coding, at most limit bytes of it. Only
+// gzip, the coding kube-apiserver uses, is understood.
+func (c *capture) decodedBody(limit int64) ([]byte, error) {
+	var r io.Reader
+	switch enc := c.header.Get("Content-Encoding"); enc {
+	case "", "identity":
+		r = bytes.NewReader(c.body.Bytes())
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(c.body.Bytes()))
+		if err != nil {
+			return nil, fmt.Errorf("decoding gzip response: %w", err)
+		}
+		r = zr
+	default:
+		return nil, fmt.Errorf("response with unsupported Content-Encoding %q", enc)
+	}
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("decoding gzip response: %w", err)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("response larger than %d bytes", limit)
+	}
+	return body, nil
 }
 
 func (c *capture) copyTo(w http.ResponseWriter) {

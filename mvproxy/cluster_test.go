@@ -128,8 +128,11 @@ func (b *backend) echo(w http.ResponseWriter) {
 // for their Leases.
 type testCluster struct {
 	clusterCA, clientCA, frontCA, otherCA *testCA
-	client                                *fake.Clientset
-	nodes                                 []*testNode
+	// peerCA, if set, is a dedicated peer CA: sidecars present a certificate from it to
+	// peers (who ask for DefaultPeerServerName) and verify peers with it alone.
+	peerCA *testCA
+	client *fake.Clientset
+	nodes  []*testNode
 }
 
 type testNode struct {
@@ -155,16 +158,27 @@ const (
 
 func newTestCluster(t testing.TB, docs ...*Document) *testCluster {
 	t.Helper()
-	c := &testCluster{
+	c := newTestCAs(t)
+	c.start(t, docs...)
+	return c
+}
+
+// newTestCAs returns a cluster with its CAs and no node yet.
+func newTestCAs(t testing.TB) *testCluster {
+	return &testCluster{
 		clusterCA: newTestCA(t, "cluster"), clientCA: newTestCA(t, "client"),
 		frontCA: newTestCA(t, "front-proxy"), otherCA: newTestCA(t, "other"),
 		client: fake.NewClientset(),
 	}
+}
+
+// start starts a node for each document and waits until all know each other.
+func (c *testCluster) start(t testing.TB, docs ...*Document) {
+	t.Helper()
 	for i, doc := range docs {
 		c.nodes = append(c.nodes, c.startNode(t, fmt.Sprintf("server-%d", i), doc))
 	}
 	c.waitSynced(t)
-	return c
 }
 
 func (c *testCluster) startNode(t testing.TB, name string, doc *Document) *testNode {
@@ -191,10 +205,19 @@ func (c *testCluster) startNode(t testing.TB, name string, doc *Document) *testN
 	localClient := &http.Client{Transport: bearerTransport{token: tokenSidecar, base: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: c.clusterCA.pool(), MinVersion: tls.VersionTLS12}}}}
 	t.Cleanup(localClient.CloseIdleConnections)
+	peerRoots, listenerTLS := c.clusterCA.pool(), ServerTLSConfig(c.clusterCA.serving(t))
+	if c.peerCA != nil {
+		serving, peer := c.clusterCA.serving(t), c.peerCA.serving(t)
+		peerRoots = c.peerCA.pool()
+		listenerTLS.Certificates = []tls.Certificate{serving} // for clients that send no server name
+		listenerTLS.GetCertificate = PeerCertificate(DefaultPeerServerName,
+			func() (*tls.Certificate, error) { return &peer, nil },
+			func() (*tls.Certificate, error) { return &serving, nil })
+	}
 	s, err := NewSidecar(SidecarOptions{
 		ID: "peerproxy-" + name, Address: ln.Addr().String(), LocalURL: b.srv.URL,
 		LocalRootCAs: c.clusterCA.pool(), LocalClient: localClient, Client: c.client,
-		ProxyClientCert: c.frontCA.client(t, "front-proxy-client"), PeerRootCAs: c.clusterCA.pool(),
+		ProxyClientCert: c.frontCA.client(t, "front-proxy-client"), PeerRootCAs: peerRoots,
 		Identifier:   &CertIdentifier{ClientCAs: c.clientCA.pool(), RequestHeaderCAs: c.frontCA.pool(), AllowedNames: []string{"front-proxy-client"}},
 		LocalRefresh: time.Hour, PeerRefresh: time.Hour, PeerTimeout: 2 * time.Second,
 		Metrics: metrics, Logger: testLogger(),
@@ -202,7 +225,7 @@ func (c *testCluster) startNode(t testing.TB, name string, doc *Document) *testN
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: s}, TLS: ServerTLSConfig(c.clusterCA.serving(t))}
+	srv := &httptest.Server{Listener: ln, Config: NewServer(s, nil, nil), TLS: listenerTLS}
 	srv.StartTLS()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{backend: b, sidecar: s, srv: srv, reg: reg, cancel: cancel, done: make(chan struct{})}

@@ -170,6 +170,22 @@ func (d *Directory) Capable(g GVR) []PeerInfo {
 	return out
 }
 
+// metricLabels returns g when the local server or a peer lists it, and otherResource
+// otherwise, for the labels of a metric about a request the client named freely.
+func (d *Directory) metricLabels(g GVR) GVR {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.local.Serves(g) {
+		return g
+	}
+	for _, e := range d.peers {
+		if e.doc.Serves(g) {
+			return g
+		}
+	}
+	return otherResource
+}
+
 // peerGroups returns the generation and the /apis documents of the peers with a known
 // discovery.
 func (d *Directory) peerGroups() (uint64, []ServerGroups) {

@@ -103,15 +103,20 @@ func ParseDiscovery(data []byte) (*apidiscoveryv2.APIGroupDiscoveryList, error) 
 	return &l, nil
 }
 
-// encodeDiscovery returns the JSON document and its ETag: the quoted, upper-case hex
-// SHA-512 of the JSON, as kube-apiserver computes it.
+// encodeDiscovery returns the JSON document and its ETag, computed exactly as
+// kube-apiserver computes it: the quoted, upper-case hex SHA-512 of the encoding/json
+// form of an APIGroupDiscoveryList holding only the items (no kind, no apiVersion), which
+// is what it hashes; so the same document has the same ETag from either server.
 func encodeDiscovery(l *apidiscoveryv2.APIGroupDiscoveryList) ([]byte, string, error) {
 	data, err := json.Marshal(l)
 	if err != nil {
 		return nil, "", fmt.Errorf("encoding aggregated discovery: %w", err)
 	}
-	sum := sha512.Sum512(data)
-	return data, fmt.Sprintf("%q", fmt.Sprintf("%X", sum)), nil
+	hashed, err := json.Marshal(apidiscoveryv2.APIGroupDiscoveryList{Items: l.Items})
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding aggregated discovery: %w", err)
+	}
+	return data, strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(hashed))), nil
 }
 
 // discoveryAnswer is what a GET /apis asks for.
@@ -123,29 +128,41 @@ const (
 	answerLocal                              // aggregated v2 JSON with profile=nopeer or profile=local
 )
 
+// An Accept header on /apis is read only up to these bounds, which real clients stay far
+// below (client-go sends three media ranges in about 200 bytes): the negotiation of an
+// anonymous request must cost little.
+const (
+	maxAcceptBytes = 4096
+	maxMediaRanges = 32
+)
+
 // negotiateDiscovery picks, like kube-apiserver, the first acceptable Accept clause in
 // order of quality. Only JSON is merged; other aggregated encodings are left to the local
-// handler.
-func negotiateDiscovery(accept string) discoveryAnswer {
+// handler. It refuses a header over maxAcceptBytes or maxMediaRanges before parsing it.
+func negotiateDiscovery(accept string) (discoveryAnswer, error) {
+	if n := strings.Count(accept, ",") + 1; len(accept) > maxAcceptBytes || n > maxMediaRanges {
+		return answerPassThrough, fmt.Errorf("mvproxy: the Accept header has %d bytes and %d media ranges, more than the %d bytes and %d media ranges read; send fewer media ranges",
+			len(accept), n, maxAcceptBytes, maxMediaRanges)
+	}
 	for _, c := range parseAccept(accept) {
 		aggregated := c.params["g"] == discoveryGroup && c.params["as"] == discoveryList
 		switch {
 		case aggregated && c.params["v"] == discoveryVersion && c.mediaType == "application/json":
 			switch c.params["profile"] {
 			case "nopeer", "local":
-				return answerLocal
+				return answerLocal, nil
 			}
-			return answerMerged
+			return answerMerged, nil
 		case aggregated:
 			// another version or encoding of aggregated discovery: the local handler
 			// decides whether it serves it
-			return answerPassThrough
+			return answerPassThrough, nil
 		case c.mediaType == "application/json", c.mediaType == "*/*", c.mediaType == "application/*",
 			c.mediaType == "application/yaml", c.mediaType == "application/vnd.kubernetes.protobuf":
-			return answerPassThrough
+			return answerPassThrough, nil
 		}
 	}
-	return answerPassThrough
+	return answerPassThrough, nil
 }
 
 type acceptClause struct {
@@ -155,7 +172,8 @@ type acceptClause struct {
 }
 
 // parseAccept splits an Accept header into clauses, sorted by decreasing quality (stable,
-// so equal qualities keep the client's order), dropping clauses with q=0.
+// so equal qualities keep the client's order), dropping clauses with q=0 or a quality
+// that is no number from 0 to 1.
 func parseAccept(accept string) []acceptClause {
 	var out []acceptClause
 	for raw := range strings.SplitSeq(accept, ",") {
@@ -169,7 +187,7 @@ func parseAccept(accept string) []acceptClause {
 			k, v = strings.ToLower(strings.TrimSpace(k)), strings.Trim(strings.TrimSpace(v), `"`)
 			if k == "q" {
 				q, err := strconv.ParseFloat(v, 64)
-				if err != nil {
+				if err != nil || !(q >= 0 && q <= 1) {
 					q = 0
 				}
 				c.q = q

@@ -24,7 +24,9 @@ func ExampleRoute() {
 	// {local served by no server}
 }
 
-// Every server merges the same documents into the same peer-aggregated document.
+// The server without batch/v1 lists its own groups as it serves them, then the group only
+// its peer serves. The peer's flowcontrol v1beta3 is not listed: a peer never adds
+// versions to a group the local server serves, nor reorders it.
 func ExampleMerge() {
 	group := func(name string, versions ...string) apidiscoveryv2.APIGroupDiscovery {
 		g := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -33,9 +35,9 @@ func ExampleMerge() {
 		}
 		return g
 	}
-	newer := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{group("apps", "v1"), group("batch", "v1"), group("flowcontrol.apiserver.k8s.io", "v1")}}
-	older := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{group("apps", "v1"), group("flowcontrol.apiserver.k8s.io", "v1", "v1beta3")}}
-	merged := mvproxy.Merge([]mvproxy.ServerGroups{{ID: "apiserver-b", Groups: older}, {ID: "apiserver-a", Groups: newer}})
+	local := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{group("apps", "v1"), group("flowcontrol.apiserver.k8s.io", "v1")}}
+	peer := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{group("apps", "v2", "v1"), group("batch", "v1"), group("flowcontrol.apiserver.k8s.io", "v1beta3", "v1")}}
+	merged := mvproxy.Merge(local, []mvproxy.ServerGroups{{ID: "apiserver-b", Groups: peer}})
 	for _, g := range merged.Items {
 		fmt.Print(g.Name)
 		for _, v := range g.Versions {
@@ -45,6 +47,6 @@ func ExampleMerge() {
 	}
 	// Output:
 	// apps v1
+	// flowcontrol.apiserver.k8s.io v1
 	// batch v1
-	// flowcontrol.apiserver.k8s.io v1 v1beta3
 }

@@ -28,7 +28,9 @@ type Options struct {
 	// Directory says who serves what. Required.
 	Directory *Directory
 	// PeerTransport carries requests to peers. It must verify each peer's serving
-	// certificate with the peer CA and present the proxy client certificate. Required.
+	// certificate with the peer CA for a fixed name (tls.Config.ServerName, e.g.
+	// DefaultPeerServerName), never for the address a Lease names, and present the proxy
+	// client certificate. Required.
 	PeerTransport http.RoundTripper
 	// Identify tells who sent a request (see CertIdentifier). An error answers 401.
 	// Required; in a k8s.io/apiserver chain, build the Caller from request.UserFrom.
@@ -110,7 +112,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withCaller(r.Context(), caller))
 
 	if r.URL.Path == "/apis" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		switch negotiateDiscovery(r.Header.Get("Accept")) {
+		answer, err := negotiateDiscovery(r.Header.Get("Accept"))
+		if err != nil {
+			writeStatus(w, http.StatusRequestHeaderFieldsTooLarge, metav1.StatusReasonBadRequest, err.Error(), 0)
+			return
+		}
+		switch answer {
 		case answerMerged:
 			if !proxied {
 				h.serveMerged(w, r)
@@ -213,8 +220,9 @@ func (h *Handler) peerError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	h.o.Metrics.reroutedRequest(strconv.Itoa(http.StatusServiceUnavailable), st.gvr)
 	h.log.Warn("no capable peer reachable", "resource", st.gvr.String(), "err", err)
+	// Peer addresses and dial errors go to the log, not to a client that may be anonymous.
 	writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-		fmt.Sprintf("mvproxy: %s is served by %d peer(s), none reachable: %v", st.gvr, len(st.peers), err), retryAfterSeconds)
+		fmt.Sprintf("mvproxy: %s is served by %d peer(s), none reachable; see the proxy's log", st.gvr, len(st.peers)), retryAfterSeconds)
 }
 
 // failoverTransport tries the request's capable peers in turn while a connection fails
@@ -296,6 +304,9 @@ func (h *Handler) serveMerged(w http.ResponseWriter, r *http.Request) {
 	lr.Method = http.MethodGet
 	lr.Header.Set("Accept", AcceptNoPeer)
 	lr.Header.Del("If-None-Match")
+	// The local document is read here, not relayed: with the client's Accept-Encoding, a
+	// large document would come back gzipped.
+	lr.Header.Del("Accept-Encoding")
 	if cached != nil {
 		lr.Header.Set("If-None-Match", cached.localETag)
 	}
@@ -317,7 +328,12 @@ func (h *Handler) serveMerged(w http.ResponseWriter, r *http.Request) {
 			h.o.Metrics.mergedCache(true)
 			break
 		}
-		entry = h.merge(localETag, rec.body.Bytes(), generation, peers)
+		body, err := rec.decodedBody(maxDiscoveryBytes)
+		if err != nil {
+			h.log.Error("reading the local aggregated discovery document", "err", err)
+			break
+		}
+		entry = h.merge(localETag, body, generation, peers)
 	default:
 		rec.copyTo(w) // 401, 403, 5xx: the caller gets the local server's answer
 		return
@@ -344,6 +360,8 @@ func (h *Handler) serveMerged(w http.ResponseWriter, r *http.Request) {
 }
 
 // merge builds and caches the merged document; nil if the local document is unreadable.
+// When no peer adds anything, the document is the local server's own, with its ETag, so
+// that a client sees the same ETag as from the local kube-apiserver.
 func (h *Handler) merge(localETag string, localBody []byte, generation uint64, peers []ServerGroups) *mergedEntry {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -353,16 +371,17 @@ func (h *Handler) merge(localETag string, localBody []byte, generation uint64, p
 		h.log.Error("local aggregated discovery unreadable", "err", err)
 		return nil
 	}
-	if localETag == "" {
-		_, localETag, _ = encodeDiscovery(local)
-	}
-	all := append([]ServerGroups{{ID: h.o.Directory.Self(), Groups: local}}, peers...)
-	body, etag, err := encodeDiscovery(Merge(all))
-	if err != nil {
+	e := &mergedEntry{localETag: localETag, local: bytes.Clone(localBody), generation: generation}
+	merged := Merge(local, peers)
+	if len(merged.Items) == len(local.Items) && localETag != "" {
+		e.body, e.etag = e.local, localETag
+	} else if e.body, e.etag, err = encodeDiscovery(merged); err != nil {
 		h.log.Error("encoding merged discovery", "err", err)
 		return nil
 	}
-	e := &mergedEntry{localETag: localETag, local: bytes.Clone(localBody), generation: generation, body: body, etag: etag}
+	if e.localETag == "" {
+		_, e.localETag, _ = encodeDiscovery(local)
+	}
 	h.merged.Store(e)
 	return e
 }

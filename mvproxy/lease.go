@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -28,8 +29,9 @@ const (
 )
 
 // LeaseKeeper keeps the sidecar's identity Lease: it removes a leftover Lease of its own
-// name and expired Leases of other sidecars at start, renews its own, and deletes it when
-// Run ends. Its fields must not change once Run is called.
+// name at start and, in the background, other sidecars' Leases that nobody renews; it
+// renews its own, and deletes it when Run ends. Its fields must not change once Run is
+// called.
 type LeaseKeeper struct {
 	Client    kubernetes.Interface
 	Namespace string
@@ -56,7 +58,13 @@ func (k *LeaseKeeper) Holder() string {
 // Run keeps the Lease until ctx ends, then deletes it.
 func (k *LeaseKeeper) Run(ctx context.Context) {
 	leases := k.Client.CoordinationV1().Leases(k.Namespace)
-	k.cleanup(ctx)
+	// A restart is seen by peers as delete-then-add.
+	if err := leases.Delete(ctx, k.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		k.Logger.Debug("deleting old identity lease", "err", err)
+	}
+	var sweep sync.WaitGroup
+	defer sweep.Wait()
+	sweep.Go(func() { k.deleteDeadLeases(ctx) })
 	renew := time.NewTicker(k.Duration / 3)
 	defer renew.Stop()
 	for {
@@ -76,36 +84,58 @@ func (k *LeaseKeeper) Run(ctx context.Context) {
 	}
 }
 
-// cleanup deletes a Lease of this name left by an earlier run and other sidecars' expired
-// Leases, so that peers see a restart as delete-then-add and no dead peer lingers.
-func (k *LeaseKeeper) cleanup(ctx context.Context) {
+// deleteDeadLeases deletes other sidecars' Leases that nobody renews, so that no dead peer
+// lingers. It notes each Lease's holder and renew time and, twice the Lease's duration
+// later on this machine's monotonic clock, deletes it if both are unchanged. It never
+// compares a peer's renew time, written by the peer's clock, with this machine's clock:
+// a live peer's Lease is kept whatever the skew between the two clocks.
+func (k *LeaseKeeper) deleteDeadLeases(ctx context.Context) {
 	leases := k.Client.CoordinationV1().Leases(k.Namespace)
-	if err := leases.Delete(ctx, k.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		k.Logger.Debug("deleting old identity lease", "err", err)
-	}
 	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: LeaseLabel + "=" + LeaseLabelValue})
 	if err != nil {
-		k.Logger.Warn("listing identity leases to remove expired ones", "err", err)
+		if ctx.Err() == nil {
+			k.Logger.Warn("listing identity leases to remove dead ones", "err", err)
+		}
 		return
 	}
-	now := time.Now()
-	for _, l := range list.Items {
-		if l.Name == k.Name || !leaseExpired(&l, now) {
-			continue
+	start := time.Now()
+	seen := slices.DeleteFunc(list.Items, func(l coordinationv1.Lease) bool { return l.Name == k.Name })
+	deadline := func(l *coordinationv1.Lease) time.Time { return start.Add(2 * leaseDuration(l, k.Duration)) }
+	slices.SortFunc(seen, func(a, b coordinationv1.Lease) int { return deadline(&a).Compare(deadline(&b)) })
+	for _, before := range seen {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(deadline(&before))):
 		}
-		uid := l.UID
-		err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err == nil {
-			k.Logger.Info("deleted expired peer lease", "lease", l.Name)
+		now, err := leases.Get(ctx, before.Name, metav1.GetOptions{})
+		if err != nil || !sameRenewal(&before, now) {
+			continue // gone, or renewed: alive
+		}
+		// The preconditions let a renewal that races with us win.
+		pre := &metav1.Preconditions{UID: &now.UID}
+		if now.ResourceVersion != "" {
+			pre.ResourceVersion = &now.ResourceVersion
+		}
+		if err := leases.Delete(ctx, before.Name, metav1.DeleteOptions{Preconditions: pre}); err == nil {
+			k.Logger.Info("deleted a peer lease nobody renews", "lease", before.Name)
 		}
 	}
 }
 
-func leaseExpired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return true
+// leaseDuration is the Lease's duration, def when it has none.
+func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
+		return def
 	}
-	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second).Before(now)
+	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+}
+
+// sameRenewal reports whether b is a, not renewed since: same object, holder and renew time.
+func sameRenewal(a, b *coordinationv1.Lease) bool {
+	return a.UID == b.UID && ptrEqual(a.Spec.HolderIdentity, b.Spec.HolderIdentity) &&
+		(a.Spec.RenewTime == nil) == (b.Spec.RenewTime == nil) &&
+		(a.Spec.RenewTime == nil || a.Spec.RenewTime.Equal(b.Spec.RenewTime))
 }
 
 func (k *LeaseKeeper) renew(ctx context.Context) error {

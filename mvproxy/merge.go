@@ -14,47 +14,55 @@ type ServerGroups struct {
 	Groups *apidiscoveryv2.APIGroupDiscoveryList
 }
 
-// Merge returns the peer-aggregated /apis document: the union of every server's groups,
-// versions and resources. The result depends only on the set of inputs, not on their
-// order or on which server computes it, so every server serves the same document:
+// Merge returns the peer-aggregated /apis document of a server whose own document is
+// local. Peers only add what the local server lacks, and never change what it serves:
 //
-//   - servers are taken in order of ID;
-//   - groups, and versions within a group, are ordered so that every server's relative
-//     order is kept where the servers agree; where they disagree, the name that appears
-//     first (in ID order) wins;
-//   - a resource listed by several servers takes its fields from the first, with the
-//     union of verbs (sorted) and of subresources (sorted by name);
-//   - a version is Current if any server has it Current.
+//   - every group local lists comes first, in local's order, exactly as local lists it:
+//     a peer can neither add a version or resource to it nor reorder its versions (which
+//     would change the preferred version clients use);
+//   - then the groups that only peers serve, so that the local server's groups keep
+//     priority wherever clients resolve a resource name or short name by group order;
+//   - among those, peers are taken in order of ID; groups and versions keep every peer's
+//     relative order where the peers agree, and where they disagree the name seen first
+//     wins; a resource listed by several peers takes its fields from the first, with the
+//     union of verbs (sorted) and of subresources (sorted by name); a version is Current
+//     if any peer has it Current.
 //
-// Merge does not modify its inputs; the result may share resource entries with them. It
-// is safe to call concurrently.
-func Merge(servers []ServerGroups) *apidiscoveryv2.APIGroupDiscoveryList {
-	servers = slices.DeleteFunc(slices.Clone(servers), func(s ServerGroups) bool { return s.Groups == nil })
-	slices.SortFunc(servers, func(a, b ServerGroups) int { return cmp.Compare(a.ID, b.ID) })
+// When no peer adds a group, the result lists exactly local's groups. Merge does not
+// modify its inputs; the result may share entries with them. It is safe to call
+// concurrently.
+func Merge(local *apidiscoveryv2.APIGroupDiscoveryList, peers []ServerGroups) *apidiscoveryv2.APIGroupDiscoveryList {
 	out := &apidiscoveryv2.APIGroupDiscoveryList{}
 	out.Kind, out.APIVersion = discoveryList, discoveryGroup+"/"+discoveryVersion
-	if len(servers) == 0 {
-		return out
-	}
-	if len(servers) == 1 {
-		out.Items = servers[0].Groups.Items
-		return out
-	}
-
-	byName := map[string][]*apidiscoveryv2.APIGroupDiscovery{}
-	orders := make([][]string, len(servers))
-	for i, s := range servers {
-		orders[i] = make([]string, len(s.Groups.Items))
-		for j := range s.Groups.Items {
-			g := &s.Groups.Items[j]
-			orders[i][j] = g.Name
-			byName[g.Name] = append(byName[g.Name], g)
+	localNames := map[string]bool{}
+	if local != nil {
+		out.Items = slices.Clone(local.Items)
+		for _, g := range local.Items {
+			localNames[g.Name] = true
 		}
 	}
-	names := mergeOrder(orders)
-	out.Items = make([]apidiscoveryv2.APIGroupDiscovery, len(names))
-	for i, name := range names {
-		out.Items[i] = mergeGroup(byName[name])
+	peers = slices.DeleteFunc(slices.Clone(peers), func(s ServerGroups) bool { return s.Groups == nil })
+	slices.SortFunc(peers, func(a, b ServerGroups) int { return cmp.Compare(a.ID, b.ID) })
+
+	byName := map[string][]*apidiscoveryv2.APIGroupDiscovery{}
+	var orders [][]string
+	for _, s := range peers {
+		var order []string
+		for j := range s.Groups.Items {
+			g := &s.Groups.Items[j]
+			if localNames[g.Name] {
+				continue
+			}
+			order = append(order, g.Name)
+			byName[g.Name] = append(byName[g.Name], g)
+		}
+		orders = append(orders, order)
+	}
+	if len(byName) == 0 {
+		return out
+	}
+	for _, name := range mergeOrder(orders) {
+		out.Items = append(out.Items, mergeGroup(byName[name]))
 	}
 	return out
 }

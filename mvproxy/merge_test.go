@@ -45,8 +45,9 @@ func TestMergeOrder(t *testing.T) {
 	}
 }
 
-func TestMergeResources(t *testing.T) {
+func TestMergeResourcesOfPeerOnlyGroups(t *testing.T) {
 	t.Parallel()
+	local := doc("batch/v1/jobs").Groups
 	a := doc("apps/v1/deployments", "batch/v1/jobs").Groups
 	b := doc("apps/v1/deployments", "apps/v2/deployments", "batch/v1/cronjobs").Groups
 	a.Items[0].Versions[0].Resources[0].Verbs = []string{"get", "list"}
@@ -56,9 +57,16 @@ func TestMergeResources(t *testing.T) {
 	b.Items[0].Versions[0].Freshness = apidiscoveryv2.DiscoveryFreshnessStale
 	a.Items[0].Versions[0].Freshness = apidiscoveryv2.DiscoveryFreshnessStale
 
-	got := Merge([]ServerGroups{{ID: "b", Groups: b}, {ID: "a", Groups: a}})
-	apps := got.Items[0]
-	if apps.Name != "apps" || len(apps.Versions) != 2 || apps.Versions[0].Version != "v1" || apps.Versions[1].Version != "v2" {
+	got := Merge(local, []ServerGroups{{ID: "b", Groups: b}, {ID: "a", Groups: a}})
+	if diff := cmp.Diff([]string{"batch", "apps"}, groupNames(got)); diff != "" {
+		t.Fatalf("groups (-want +got):\n%s", diff)
+	}
+	// batch is the local server's, as it lists it: no cronjobs from peer b.
+	if diff := cmp.Diff(local.Items[0], got.Items[0]); diff != "" {
+		t.Errorf("local batch group changed (-want +got):\n%s", diff)
+	}
+	apps := got.Items[1]
+	if len(apps.Versions) != 2 || apps.Versions[0].Version != "v1" || apps.Versions[1].Version != "v2" {
 		t.Fatalf("apps group %+v", apps)
 	}
 	dep := apps.Versions[0].Resources[0]
@@ -70,14 +78,7 @@ func TestMergeResources(t *testing.T) {
 		t.Errorf("subresources (-want +got):\n%s", diff)
 	}
 	if apps.Versions[0].Freshness != apidiscoveryv2.DiscoveryFreshnessStale {
-		t.Errorf("freshness %q, want Stale when every server has it Stale", apps.Versions[0].Freshness)
-	}
-	var batch []string
-	for _, r := range got.Items[1].Versions[0].Resources {
-		batch = append(batch, r.Resource)
-	}
-	if diff := cmp.Diff([]string{"jobs", "cronjobs"}, batch); diff != "" {
-		t.Errorf("batch/v1 resources (-want +got):\n%s", diff)
+		t.Errorf("freshness %q, want Stale when every peer has it Stale", apps.Versions[0].Freshness)
 	}
 	// The inputs are untouched.
 	if diff := cmp.Diff([]string{"get", "list"}, a.Items[0].Versions[0].Resources[0].Verbs); diff != "" {
@@ -85,38 +86,42 @@ func TestMergeResources(t *testing.T) {
 	}
 }
 
-func TestMergeIsIndependentOfInputOrder(t *testing.T) {
+func TestMergeIsIndependentOfPeerOrder(t *testing.T) {
 	t.Parallel()
-	servers := []ServerGroups{
+	local := doc("apps/v1/deployments", "batch/v1/jobs").Groups
+	peers := []ServerGroups{
 		{ID: "s1", Groups: doc("apps/v1/deployments", "batch/v1/jobs", "x.io/v1/a").Groups},
 		{ID: "s2", Groups: doc("batch/v1/jobs", "apps/v1/deployments", "y.io/v1/b").Groups},
 		{ID: "s3", Groups: doc("z.io/v1/c", "apps/v1/statefulsets").Groups},
 	}
-	want, err := json.Marshal(Merge(servers))
+	want, err := json.Marshal(Merge(local, peers))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		p := slices.Clone(servers)
+		p := slices.Clone(peers)
 		rand.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
-		got, _ := json.Marshal(Merge(p))
+		got, _ := json.Marshal(Merge(local, p))
 		if string(got) != string(want) {
 			t.Fatalf("permutation %d gives another document:\n%s\n%s", i, got, want)
 		}
 	}
-	if got := groupNames(Merge(servers)); !slices.Equal(got, []string{"z.io", "apps", "batch", "x.io", "y.io"}) {
+	if got := groupNames(Merge(local, peers)); !slices.Equal(got, []string{"apps", "batch", "x.io", "y.io", "z.io"}) {
 		t.Errorf("group order %v", got)
 	}
 }
 
 func TestMergeSingleAndEmpty(t *testing.T) {
 	t.Parallel()
-	if got := Merge(nil); got.Kind != discoveryList || len(got.Items) != 0 {
-		t.Errorf("Merge(nil) = %+v", got)
+	if got := Merge(nil, nil); got.Kind != discoveryList || len(got.Items) != 0 {
+		t.Errorf("Merge(nil, nil) = %+v", got)
 	}
 	one := doc("apps/v1/deployments").Groups
-	if got := Merge([]ServerGroups{{ID: "a", Groups: one}, {ID: "b"}}); !cmp.Equal(got.Items, one.Items) {
-		t.Errorf("one document with a nil one: %+v", got.Items)
+	if got := Merge(one, []ServerGroups{{ID: "b"}}); !cmp.Equal(got.Items, one.Items) {
+		t.Errorf("local with a nil peer document: %+v", got.Items)
+	}
+	if got := Merge(nil, []ServerGroups{{ID: "b", Groups: one}}); !cmp.Equal(got.Items, one.Items) {
+		t.Errorf("no local document, one peer: %+v", got.Items)
 	}
 }
 
@@ -137,32 +142,42 @@ func TestParseDiscoveryRejects(t *testing.T) {
 	}
 }
 
-// FuzzDiscovery parses arbitrary documents; whatever parses must merge, with every
-// resource of every input served by the merge, whatever the order of the inputs.
+// FuzzDiscovery parses arbitrary documents; whatever parses must merge, whatever the order
+// of the peers, into a document that keeps the local groups exactly and serves every
+// resource of every group only peers list.
 func FuzzDiscovery(f *testing.F) {
 	seed, _ := json.Marshal(doc("apps/v1/deployments", "batch/v1/jobs", "batch/v2/jobs").Groups)
-	f.Add(seed, []byte(`{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"batch"},"versions":[{"version":"v1","resources":[{"resource":"cronjobs","verbs":["get"]}]}]}]}`))
-	f.Add([]byte(`{}`), []byte(`null`))
-	f.Fuzz(func(t *testing.T, a, b []byte) {
+	peer, _ := json.Marshal(doc("apps/v2/deployments", "apps/v1/deployments", "x.io/v1/a").Groups)
+	f.Add(seed, []byte(`{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"batch"},"versions":[{"version":"v1","resources":[{"resource":"cronjobs","verbs":["get"]}]}]}]}`), peer)
+	f.Add([]byte(`{}`), []byte(`null`), []byte(``))
+	f.Fuzz(func(t *testing.T, l, a, b []byte) {
+		local, errL := ParseDiscovery(l)
 		la, errA := ParseDiscovery(a)
 		lb, errB := ParseDiscovery(b)
-		if errA != nil || errB != nil {
+		if errL != nil || errA != nil || errB != nil {
 			return
 		}
-		m1 := Merge([]ServerGroups{{ID: "a", Groups: la}, {ID: "b", Groups: lb}})
-		m2 := Merge([]ServerGroups{{ID: "b", Groups: lb}, {ID: "a", Groups: la}})
+		m1 := Merge(local, []ServerGroups{{ID: "a", Groups: la}, {ID: "b", Groups: lb}})
+		m2 := Merge(local, []ServerGroups{{ID: "b", Groups: lb}, {ID: "a", Groups: la}})
 		j1, _ := json.Marshal(m1)
 		j2, _ := json.Marshal(m2)
 		if string(j1) != string(j2) {
-			t.Fatalf("merge depends on input order")
+			t.Fatalf("merge depends on the order of the peers")
 		}
 		if _, err := ParseDiscovery(j1); err != nil {
 			t.Fatalf("merged document does not parse: %v", err)
 		}
+		if !cmp.Equal(local.Items, m1.Items[:len(local.Items)]) {
+			t.Fatalf("merge changed the local groups")
+		}
+		localGroups := map[string]bool{}
+		for _, g := range local.Items {
+			localGroups[g.Name] = true
+		}
 		merged := NewDocument(m1, nil)
 		for _, l := range []*apidiscoveryv2.APIGroupDiscoveryList{la, lb} {
 			for g := range NewDocument(l, nil).served {
-				if !merged.Serves(g) {
+				if !localGroups[g.Group] && !merged.Serves(g) {
 					t.Fatalf("merge lost %v", g)
 				}
 			}

@@ -55,15 +55,31 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// otherResource labels a request for a resource no server's discovery lists: such paths
+// are the client's to choose, and one series each would let anyone grow the registry
+// without bound. No API group is named "other" (a CRD's group holds a dot).
+var otherResource = GVR{Group: "other", Version: "other", Resource: "other"}
+
+// maxLabelLength caps a label value taken from discovery: the longest API group name
+// Kubernetes allows (a DNS subdomain).
+const maxLabelLength = 253
+
+func capLabel(v string) string {
+	if len(v) > maxLabelLength {
+		return v[:maxLabelLength]
+	}
+	return v
+}
+
 func (m *Metrics) reroutedRequest(code string, g GVR) {
 	if m != nil {
-		m.rerouted.WithLabelValues(code, g.Group, g.Version, g.Resource).Inc()
+		m.rerouted.WithLabelValues(code, capLabel(g.Group), capLabel(g.Version), capLabel(g.Resource)).Inc()
 	}
 }
 
 func (m *Metrics) proxyError(typ string, g GVR) {
 	if m != nil {
-		m.proxyErrors.WithLabelValues(typ, g.Group, g.Version, g.Resource).Inc()
+		m.proxyErrors.WithLabelValues(typ, capLabel(g.Group), capLabel(g.Version), capLabel(g.Resource)).Inc()
 	}
 }
 

@@ -47,10 +47,22 @@ func (ca *testCA) pool() *x509.CertPool {
 	return p
 }
 
-// serving issues a certificate for 127.0.0.1.
+// serving issues an apiserver's serving certificate: for 127.0.0.1 and for the name
+// peers verify, DefaultPeerServerName.
 func (ca *testCA) serving(t testing.TB) tls.Certificate {
 	return ca.issue(t, &x509.Certificate{
 		Subject: pkix.Name{CommonName: "server"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:    []string{"localhost", DefaultPeerServerName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+}
+
+// nodeServing issues what a kubelet's serving certificate from the cluster CA looks like:
+// the node's name and address, not the apiserver's name.
+func (ca *testCA) nodeServing(t testing.TB) tls.Certificate {
+	return ca.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:node-1", Organization: []string{"system:nodes"}},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"node-1"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 }

@@ -1,6 +1,9 @@
 package mvproxy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestRoute(t *testing.T) {
 	t.Parallel()
@@ -112,8 +115,40 @@ func TestNegotiateDiscovery(t *testing.T) {
 		{"text/html, " + AcceptAggregated, answerMerged},
 	}
 	for _, tt := range tests {
-		if got := negotiateDiscovery(tt.accept); got != tt.want {
-			t.Errorf("negotiateDiscovery(%q) = %v, want %v", tt.accept, got, tt.want)
+		if got, err := negotiateDiscovery(tt.accept); got != tt.want || err != nil {
+			t.Errorf("negotiateDiscovery(%q) = %v, %v; want %v", tt.accept, got, err, tt.want)
 		}
 	}
+}
+
+// FuzzNegotiateDiscovery: any Accept header is answered without panic; within the bounds,
+// a leading aggregated clause of quality 1 decides, whatever follows.
+func FuzzNegotiateDiscovery(f *testing.F) {
+	for _, seed := range []string{
+		"", "application/json", AcceptAggregated + ",application/json", AcceptNoPeer,
+		"application/json; q=0.5, application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList; q=0.9",
+		"application/json;q=2,text/html;q=NaN", strings.Repeat("a/b,", 40), ";;,=;q",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		_, err := negotiateDiscovery(accept)
+		within := len(accept) <= maxAcceptBytes && strings.Count(accept, ",")+1 <= maxMediaRanges
+		if (err == nil) != within {
+			t.Fatalf("%d bytes, %d ranges: error %v", len(accept), strings.Count(accept, ",")+1, err)
+		}
+		for prefix, want := range map[string]discoveryAnswer{AcceptNoPeer: answerLocal, AcceptAggregated: answerMerged} {
+			h := prefix + "," + accept
+			got, err := negotiateDiscovery(h)
+			if len(h) > maxAcceptBytes || strings.Count(h, ",")+1 > maxMediaRanges {
+				if err == nil {
+					t.Fatalf("%q over the bounds accepted", h)
+				}
+				continue
+			}
+			if got != want || err != nil {
+				t.Fatalf("negotiateDiscovery(%q) = %v, %v; want %v", h, got, err, want)
+			}
+		}
+	})
 }

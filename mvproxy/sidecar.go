@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,10 +44,12 @@ type SidecarOptions struct {
 	ProxyClientCert    tls.Certificate
 	GetProxyClientCert func() (*tls.Certificate, error)
 	// PeerRootCAs verify peers' serving certificates: a Lease's address is used only if
-	// the server there proves itself with a certificate from this CA.
+	// the server there proves itself with a certificate from this CA for PeerServerName.
+	// A CA that signs only sidecars' peer certificates is best (see PeerCertificate).
 	PeerRootCAs *x509.CertPool
-	// PeerServerName, if set, is the name peers' certificates must hold; default the host
-	// of the peer's address.
+	// PeerServerName is the name a peer's serving certificate must hold, whatever address
+	// its Lease names; it is also sent as the TLS server name (SNI). Default
+	// DefaultPeerServerName.
 	PeerServerName string
 	// Identifier tells client-certificate users and trusted peers apart.
 	Identifier *CertIdentifier
@@ -57,6 +61,11 @@ type SidecarOptions struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 }
+
+// DefaultPeerServerName is the name peers' serving certificates must hold by default: the
+// name kube-apiserver's own peer proxy requires of its peers, which apiserver serving
+// certificates carry and kubelet or workload certificates from the same CA do not.
+const DefaultPeerServerName = "kubernetes.default.svc"
 
 // Sidecar is the mixed version proxy beside a stock kube-apiserver: an http.Handler for
 // its TLS listener (see ServerTLSConfig), and Run for its background work.
@@ -97,6 +106,9 @@ func NewSidecar(o SidecarOptions) (*Sidecar, error) {
 	o.LocalRefresh = orDefault(o.LocalRefresh, 10*time.Second)
 	o.PeerRefresh = orDefault(o.PeerRefresh, time.Minute)
 	o.PeerTimeout = orDefault(o.PeerTimeout, 5*time.Second)
+	if o.PeerServerName == "" {
+		o.PeerServerName = DefaultPeerServerName
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -152,11 +164,15 @@ func NewSidecar(o SidecarOptions) (*Sidecar, error) {
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
-			gvr, _ := ResourceOf(r.URL.Path)
-			o.Metrics.proxyError(ErrorLocalUnreachable, gvr)
+			labels := GVR{} // not a resource request: discovery, health
+			if gvr, ok := ResourceOf(r.URL.Path); ok {
+				labels = s.dir.metricLabels(gvr)
+			}
+			o.Metrics.proxyError(ErrorLocalUnreachable, labels)
+			// Addresses and dial errors go to the log, not to a client that may be anonymous.
 			o.Logger.Warn("local apiserver unreachable", "url", o.LocalURL, "err", err)
 			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-				fmt.Sprintf("mvproxy: the local apiserver at %s is unreachable: %v", o.LocalURL, err), retryAfterSeconds)
+				"mvproxy: the local apiserver is unreachable; see the proxy's log", retryAfterSeconds)
 		},
 		ErrorLog:   slogErrorLog(o.Logger),
 		BufferPool: newBufferPool(),
@@ -213,6 +229,46 @@ func ServerTLSConfig(cert tls.Certificate) *tls.Config {
 		ClientAuth:   tls.RequestClientCert,
 		NextProtos:   []string{"h2", "http/1.1"},
 		MinVersion:   tls.VersionTLS12,
+	}
+}
+
+// NewServer returns the server for the sidecar's TLS listener (see ServerTLSConfig), with
+// kube-apiserver's limits: at most 1 MiB of request headers, read within 32 s; idle
+// connections closed after 90 s; over HTTP/2, at most 100 concurrent streams per
+// connection, frames and per-stream receive buffers of 256 KiB, and 25 MiB of receive
+// buffer per connection. errorLog may be nil.
+func NewServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *http.Server {
+	const (
+		frame   = 256 << 10 // most API objects fit one frame
+		streams = 100       // what clients open at most; more is abuse
+	)
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsConfig,
+		ErrorLog:          errorLog,
+		MaxHeaderBytes:    1 << 20,
+		ReadHeaderTimeout: 32 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          streams,
+			MaxReadFrameSize:              frame,
+			MaxReceiveBufferPerStream:     frame,
+			MaxReceiveBufferPerConnection: frame * streams,
+		},
+	}
+}
+
+// PeerCertificate returns a tls.Config.GetCertificate for the sidecar's listener that
+// presents peer to connections asking for peerServerName (SNI), as peers do, and serving
+// to all others. So peers can verify each other with a dedicated peer CA while clients
+// keep verifying the sidecar as they verify the apiserver. A nil peer always presents
+// serving.
+func PeerCertificate(peerServerName string, peer, serving func() (*tls.Certificate, error)) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if peer != nil && strings.EqualFold(hello.ServerName, peerServerName) {
+			return peer()
+		}
+		return serving()
 	}
 }
 

@@ -33,6 +33,7 @@ type peerproxyOptions struct {
 	allowedNames                          []string
 	proxyCert, proxyKey                   string
 	peerCA, peerServerName                string
+	peerCert, peerKey                     string
 	leaseDuration, localRefresh           time.Duration
 	peerRefresh, peerTimeout, shutdownMax time.Duration
 	metricsAddr                           string
@@ -46,15 +47,17 @@ func (o *peerproxyOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.advertise, "advertise-address", "", "host:port where peers reach this sidecar (default: --listen-address when it names a host)")
 	f.StringVar(&o.id, "id", "", "name of this sidecar's identity Lease, unique in the cluster (default: derived from the hostname)")
 	f.StringVar(&o.namespace, "lease-namespace", "kube-system", "namespace of the identity Leases")
-	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate, PEM; must verify against the peer CA for the advertised address")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate for clients, PEM; also presented to peers unless --peer-tls-cert-file is set")
 	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM")
 	f.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs users' client certificates (as kube-apiserver's --client-ca-file)")
 	f.StringVar(&o.requestHeaderCA, "requestheader-client-ca-file", "", "CA that signs the proxy client certificates of peers (as kube-apiserver's flag of that name)")
 	f.StringSliceVar(&o.allowedNames, "requestheader-allowed-names", nil, "common names accepted from --requestheader-client-ca-file; empty accepts any")
 	f.StringVar(&o.proxyCert, "proxy-client-cert-file", "", "front-proxy client certificate presented to the local apiserver and to peers")
 	f.StringVar(&o.proxyKey, "proxy-client-key-file", "", "key of --proxy-client-cert-file")
-	f.StringVar(&o.peerCA, "peer-ca-file", "", "CA that peers' serving certificates must verify against")
-	f.StringVar(&o.peerServerName, "peer-server-name", "", "name peers' serving certificates must hold (default: the host of their address)")
+	f.StringVar(&o.peerCA, "peer-ca-file", "", "CA that peers' serving certificates must verify against; best a CA that signs only peer certificates")
+	f.StringVar(&o.peerServerName, "peer-server-name", mvproxy.DefaultPeerServerName, "name peers' serving certificates must hold, whatever address their Lease names")
+	f.StringVar(&o.peerCert, "peer-tls-cert-file", "", "serving certificate presented to peers (who ask for --peer-server-name), PEM; signed by the --peer-ca-file CA")
+	f.StringVar(&o.peerKey, "peer-tls-private-key-file", "", "key of --peer-tls-cert-file")
 	f.DurationVar(&o.leaseDuration, "lease-duration", 30*time.Second, "duration of the identity Lease, renewed every third of it")
 	f.DurationVar(&o.localRefresh, "local-refresh", 10*time.Second, "period of refreshing the local apiserver's discovery")
 	f.DurationVar(&o.peerRefresh, "peer-refresh", time.Minute, "period of refreshing every peer's discovery")
@@ -99,13 +102,8 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 		return fmt.Errorf("peerproxy: listening on %s: %w", o.listen, err)
 	}
 	serverTLS := mvproxy.ServerTLSConfig(tls.Certificate{})
-	serverTLS.Certificates, serverTLS.GetCertificate = nil, cfg.serving.GetCertificate // rotated files are picked up
-	servers := []*http.Server{{
-		Handler:           sidecar,
-		TLSConfig:         serverTLS,
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
-	}}
+	serverTLS.Certificates, serverTLS.GetCertificate = nil, cfg.getCertificate // rotated files are picked up
+	servers := []*http.Server{mvproxy.NewServer(sidecar, serverTLS, slog.NewLogLogger(g.log.Handler(), slog.LevelDebug))}
 	listeners := []net.Listener{tls.NewListener(ln, servers[0].TLSConfig)}
 	if o.metricsAddr != "" {
 		mln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.metricsAddr)
@@ -151,8 +149,8 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 }
 
 type peerproxyConfig struct {
-	side    mvproxy.SidecarOptions
-	serving *mvproxy.CertificateFiles
+	side           mvproxy.SidecarOptions
+	getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // config reads and checks every file and flag; its errors are configuration errors.
@@ -173,10 +171,19 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	if len(errs) > 0 {
 		return nil, invalidConfig(errors.Join(errs...))
 	}
+	if (o.peerCert == "") != (o.peerKey == "") {
+		errs = append(errs, errors.New("--peer-tls-cert-file and --peer-tls-private-key-file go together"))
+	}
 	c := &peerproxyConfig{}
-	var err error
-	if c.serving, err = mvproxy.LoadCertificateFiles(o.tlsCert, o.tlsKey); err != nil {
+	serving, err := mvproxy.LoadCertificateFiles(o.tlsCert, o.tlsKey)
+	if err != nil {
 		errs = append(errs, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err))
+	}
+	var peerServing *mvproxy.CertificateFiles
+	if o.peerCert != "" && o.peerKey != "" {
+		if peerServing, err = mvproxy.LoadCertificateFiles(o.peerCert, o.peerKey); err != nil {
+			errs = append(errs, fmt.Errorf("--peer-tls-cert-file/--peer-tls-private-key-file: %w", err))
+		}
 	}
 	proxyCert, err := mvproxy.LoadCertificateFiles(o.proxyCert, o.proxyKey)
 	if err != nil {
@@ -184,6 +191,9 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	}
 	peerCAs, err := loadPool(o.peerCA, "peer-ca-file")
 	errs = append(errs, err)
+	if err == nil && serving != nil && (o.peerCert == "" || peerServing != nil) {
+		errs = append(errs, checkPeerCertificate(o, serving, peerServing, peerCAs))
+	}
 	rhCAs, err := loadPool(o.requestHeaderCA, "requestheader-client-ca-file")
 	errs = append(errs, err)
 	var clientCAs *x509.CertPool
@@ -232,6 +242,11 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 			return nil, err
 		}
 	}
+	var peerGet func() (*tls.Certificate, error)
+	if peerServing != nil {
+		peerGet = peerServing.Get
+	}
+	c.getCertificate = mvproxy.PeerCertificate(o.peerServerName, peerGet, serving.Get)
 	c.side = mvproxy.SidecarOptions{
 		ID: id, Address: advertise, Namespace: o.namespace,
 		LocalURL: strings.TrimSuffix(restCfg.Host, "/"), LocalRootCAs: localRoots, LocalClient: localClient, Client: client,
@@ -241,6 +256,34 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 		Logger: log,
 	}
 	return c, nil
+}
+
+// checkPeerCertificate refuses a setup whose peers would refuse this sidecar: the
+// certificate it presents to peers must verify with the peer CA for the peer server name.
+func checkPeerCertificate(o *peerproxyOptions, serving, peer *mvproxy.CertificateFiles, roots *x509.CertPool) error {
+	flag, files := "--tls-cert-file", serving
+	if peer != nil {
+		flag, files = "--peer-tls-cert-file", peer
+	}
+	cert, err := files.Get()
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	inter := x509.NewCertPool()
+	for _, der := range cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	_, err = leaf.Verify(x509.VerifyOptions{DNSName: o.peerServerName, Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	if err != nil {
+		return fmt.Errorf("%s: peers would refuse this sidecar: the certificate does not verify with --peer-ca-file for --peer-server-name %q (%w); issue one from the peer CA for that name", flag, o.peerServerName, err)
+	}
+	return nil
 }
 
 func loadPool(path, flag string) (*x509.CertPool, error) {

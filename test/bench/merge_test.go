@@ -71,7 +71,7 @@ func BenchmarkMergedDiscovery(b *testing.B) {
 	b.Run("build/kplug", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			data, err := json.Marshal(mvproxy.Merge(kplugServers))
+			data, err := json.Marshal(mvproxy.Merge(kplugServers[0].Groups, kplugServers[1:]))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -119,5 +119,63 @@ func serve(b *testing.B, h http.Handler) {
 		if rec.Code != http.StatusOK || rec.Body.Len() == 0 {
 			b.Fatalf("status %d", rec.Code)
 		}
+	}
+}
+
+// Issue 12 finding 17: the merged /apis document had another ETag than kube-apiserver
+// gives the same document. k8s.io/apiserver's aggregated discovery handler is the oracle:
+// without peers kplug answers with the local handler's ETag, and with a peer's group the
+// ETag is the one k8s.io/apiserver computes for the merged items.
+func TestSecurityMergedETagMatchesUpstream(t *testing.T) {
+	local := groups(0, 3, 0)
+	rm := aggregated.NewResourceManager("apis")
+	rm.SetGroups(local)
+	dir := mvproxy.NewDirectory("a")
+	dir.SetLocal(mvproxy.NewDocument(list(local), nil))
+	dir.MarkPeersSynced()
+	h, err := mvproxy.NewHandler(mvproxy.Options{
+		Local: rm, Directory: dir, PeerTransport: http.DefaultTransport,
+		Identify: func(*http.Request) (mvproxy.Caller, error) { return mvproxy.Caller{}, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(h http.Handler) (string, *apidiscoveryv2.APIGroupDiscoveryList) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/apis", nil)
+		req.Header.Set("Accept", mvproxy.AcceptAggregated)
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		l, err := mvproxy.ParseDiscovery(rec.Body.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Header().Get("ETag"), l
+	}
+
+	wantETag, _ := get(rm)
+	if gotETag, _ := get(h); gotETag != wantETag {
+		t.Errorf("no peers: ETag %s, want kube-apiserver's %s", gotETag, wantETag)
+	}
+
+	// A peer adds a group (named to sort last, as upstream orders groups of equal
+	// priority by name).
+	dir.SetPeer(mvproxy.PeerInfo{ID: "b", Address: "127.0.0.1:1", Holder: "h"})
+	dir.SetPeerDocument("b", "h", mvproxy.NewDocument(list(groups(1, 1, 1)), nil))
+	gotETag, merged := get(h)
+	if len(merged.Items) != len(local)+1 {
+		t.Fatalf("merged %d groups, want %d", len(merged.Items), len(local)+1)
+	}
+	oracle := aggregated.NewResourceManager("apis")
+	oracle.SetGroups(merged.Items)
+	wantETag, same := get(oracle)
+	if a, b := fmt.Sprint(merged.Items), fmt.Sprint(same.Items); a != b {
+		t.Fatalf("the oracle changed the document:\nkplug    %s\nupstream %s", a, b)
+	}
+	if gotETag != wantETag {
+		t.Errorf("merged: ETag %s, want kube-apiserver's %s for the same document", gotETag, wantETag)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/internal/cli"
+	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -48,23 +50,93 @@ func (s *sidecar) stop(t *testing.T) {
 	}
 }
 
-// startSidecar runs `kplug peerproxy` beside apiserver i, as the admin (who may manage
-// Leases in kube-system), and stops it when the test ends.
+// startSidecar runs `kplug peerproxy` beside apiserver i in the documented setup: peers
+// verify each other with a dedicated peer CA, each presenting a certificate from it for
+// the peer server name; the sidecar runs as the user docs/peerproxy-rbac.yaml grants,
+// with its Leases in the namespace only sidecars write to. It stops when the test ends.
 func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
+	t.Helper()
+	ca := setupSidecars(t, cp).peerCA
+	cert, err := cp.PKI.Issue(ca, "peer-"+cp.Servers[i].Name, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kplug-peerproxy-" + cp.Servers[i].Name},
+		DNSNames:    []string{mvproxy.DefaultPeerServerName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startSidecarWith(t, cp, i, "--peer-ca-file="+ca.File, "--peer-tls-cert-file="+cert.CertFile, "--peer-tls-private-key-file="+cert.KeyFile)
+}
+
+// leaseNamespace is the namespace docs/peerproxy-rbac.yaml gives the sidecars.
+const leaseNamespace = "kplug-peerproxy"
+
+// sidecarSetup is what the sidecars of one control plane share: the dedicated peer CA,
+// and the kubeconfig of the user docs/peerproxy-rbac.yaml grants.
+type sidecarSetup struct {
+	peerCA     *framework.CA
+	kubeconfig string
+}
+
+var (
+	setupsMu sync.Mutex
+	setups   = map[*framework.ControlPlane]*sidecarSetup{}
+)
+
+// setupSidecars makes, at the first call for cp, the peer CA and the sidecars' user
+// kplug-peerproxy (a client certificate), and applies docs/peerproxy-rbac.yaml as the
+// admin.
+func setupSidecars(t *testing.T, cp *framework.ControlPlane) *sidecarSetup {
+	t.Helper()
+	setupsMu.Lock()
+	defer setupsMu.Unlock()
+	if s := setups[cp]; s != nil {
+		return s
+	}
+	ca, err := cp.PKI.NewCA("peer-ca", "kplug-e2e peer CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := cp.PKI.IssueClient(cp.PKI.ClientCA, "kplug-peerproxy", "kplug-peerproxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cluster := clientcmdapi.NewCluster()
+	cluster.Server, cluster.CertificateAuthorityData = cp.Servers[0].URL, cp.PKI.ClusterCA.CertPEM
+	auth := clientcmdapi.NewAuthInfo()
+	auth.ClientCertificateData, auth.ClientKeyData = user.CertPEM, user.KeyPEM
+	c := clientcmdapi.NewContext()
+	c.Cluster, c.AuthInfo = "cluster", "kplug-peerproxy"
+	cfg.Clusters["cluster"], cfg.AuthInfos["kplug-peerproxy"], cfg.Contexts["default"] = cluster, auth, c
+	cfg.CurrentContext = "default"
+	s := &sidecarSetup{peerCA: ca, kubeconfig: filepath.Join(cp.Dir, "kplug-peerproxy.kubeconfig")}
+	if err := clientcmd.WriteToFile(*cfg, s.kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cp.Kubectl(context.Background(), cp.Admin, "apply", "-f", filepath.Join("..", "..", "docs", "peerproxy-rbac.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -f docs/peerproxy-rbac.yaml: %v\n%s", err, out)
+	}
+	setups[cp] = s
+	return s
+}
+
+// startSidecarWith runs `kplug peerproxy` beside apiserver i with peerFlags for the peer
+// CA and the certificate presented to peers.
+func startSidecarWith(t *testing.T, cp *framework.ControlPlane, i int, peerFlags ...string) *sidecar {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
-	args := []string{"peerproxy", "-v=4",
-		"--kubeconfig=" + cp.Admin.Kubeconfig, "--apiserver=" + cp.Servers[i].URL,
+	args := append([]string{"peerproxy", "-v=4",
+		"--kubeconfig=" + setupSidecars(t, cp).kubeconfig, "--apiserver=" + cp.Servers[i].URL, "--lease-namespace=" + leaseNamespace,
 		"--listen-address=" + addr, "--id=kplug-peerproxy-" + cp.Servers[i].Name,
 		"--tls-cert-file=" + p.Serving.CertFile, "--tls-private-key-file=" + p.Serving.KeyFile,
 		"--client-ca-file=" + p.ClientCA.File,
 		"--requestheader-client-ca-file=" + p.FrontProxyCA.File, "--requestheader-allowed-names=" + framework.FrontProxyClientName,
 		"--proxy-client-cert-file=" + p.ProxyClient.CertFile, "--proxy-client-key-file=" + p.ProxyClient.KeyFile,
-		"--peer-ca-file=" + p.ClusterCA.File,
 		"--local-refresh=2s", "--peer-refresh=3s", "--peer-timeout=3s", "--metrics-addr=" + metricsAddr,
-	}
+	}, peerFlags...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sidecar{URL: "https://" + addr, Metrics: "http://" + metricsAddr + "/metrics", cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
 	go func() {
@@ -163,10 +235,17 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 				t.Errorf("sidecar %d: profile=nopeer lists batch: %v, want %v", i, got, want)
 			}
 		}
-		a := discoveryGroups(ctx, t, admin, sides[0].URL, acceptAggregated)
-		b := discoveryGroups(ctx, t, admin, sides[1].URL, acceptAggregated)
-		if !slices.Equal(a, b) {
-			t.Errorf("merged group order differs between sidecars:\n%v\n%v", a, b)
+		// Each sidecar lists its apiserver's groups first, as its apiserver lists them,
+		// then the groups only peers serve.
+		for i, s := range sides {
+			local := discoveryGroups(ctx, t, admin, s.URL, acceptAggregated+";profile=nopeer")
+			want := local
+			if !slices.Contains(local, "batch") {
+				want = append(slices.Clone(local), "batch")
+			}
+			if got := discoveryGroups(ctx, t, admin, s.URL, acceptAggregated); !slices.Equal(got, want) {
+				t.Errorf("sidecar %d: merged groups\n%v\nwant\n%v", i, got, want)
+			}
 		}
 		out, err := kubectl(ctx, cp, kubeconfigs[cp.Admin.Name], 1, "api-resources", "--api-group=batch", "-o", "name")
 		if err != nil || !strings.Contains(string(out), "jobs") {

@@ -83,6 +83,10 @@ func newPKI(dir string) (*PKI, error) {
 	return p, writeKey(p.ServiceAccKey, key)
 }
 
+// NewCA generates one more CA, written to name.crt in the PKI directory: for instance a
+// dedicated peer CA for the mixed version proxy.
+func (p *PKI) NewCA(name, cn string) (*CA, error) { return p.newCA(name, cn) }
+
 func (p *PKI) newCA(name, cn string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

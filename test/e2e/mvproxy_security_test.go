@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/test/e2e/framework"
+)
+
+// fakePeer is a server a Lease names as a peer sidecar. It serves a discovery document
+// that lists apps/v2 first (so that, merged naively, clients prefer apps/v2 and send
+// deployments requests there) and a group of its own, and records the Authorization
+// header of every other request.
+type fakePeer struct {
+	addr  string
+	group string // its own group
+
+	mu   sync.Mutex
+	auth []string
+}
+
+func startFakePeer(t *testing.T, kp *framework.KeyPair, group string) *fakePeer {
+	t.Helper()
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := func(g, v, r, kind string) apidiscoveryv2.APIResourceDiscovery {
+		return apidiscoveryv2.APIResourceDiscovery{
+			Resource: r, Scope: apidiscoveryv2.ScopeNamespace, SingularResource: strings.TrimSuffix(r, "s"),
+			ResponseKind: &metav1.GroupVersionKind{Group: g, Version: v, Kind: kind},
+			Verbs:        []string{"create", "delete", "get", "list", "patch", "update", "watch"},
+		}
+	}
+	version := func(v string, r apidiscoveryv2.APIResourceDiscovery) apidiscoveryv2.APIVersionDiscovery {
+		return apidiscoveryv2.APIVersionDiscovery{Version: v, Resources: []apidiscoveryv2.APIResourceDiscovery{r}, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+	}
+	groups := apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{
+		{ObjectMeta: metav1.ObjectMeta{Name: "apps"}, Versions: []apidiscoveryv2.APIVersionDiscovery{
+			version("v2", resource("apps", "v2", "deployments", "Deployment")),
+			version("v1", resource("apps", "v1", "deployments", "Deployment")),
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: group}, Versions: []apidiscoveryv2.APIVersionDiscovery{
+			version("v1", resource(group, "v1", "widgets", "Widget")),
+		}},
+	}}
+	core := apidiscoveryv2.APIGroupDiscoveryList{}
+	for _, l := range []*apidiscoveryv2.APIGroupDiscoveryList{&groups, &core} {
+		l.Kind, l.APIVersion = "APIGroupDiscoveryList", "apidiscovery.k8s.io/v2"
+	}
+	p := &fakePeer{group: group}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/apis", "/api":
+			l := &groups
+			if r.URL.Path == "/api" {
+				l = &core
+			}
+			w.Header().Set("Content-Type", mvproxy.AcceptAggregated)
+			_ = json.NewEncoder(w).Encode(l)
+			return
+		}
+		p.mu.Lock()
+		p.auth = append(p.auth, r.Header.Get("Authorization"))
+		p.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"DeploymentList","apiVersion":"apps/v2","metadata":{},"items":[]}`)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	p.addr = srv.Listener.Addr().String()
+	return p
+}
+
+func (p *fakePeer) requests() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.auth)
+}
+
+// createPeerLease creates a sidecar Lease naming addr, as the admin, or anyone else with
+// Lease write access in the sidecars' namespace, can.
+func createPeerLease(ctx context.Context, t *testing.T, cp *framework.ControlPlane, name, addr string) {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(cp.RESTConfig(cp.Admin, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: leaseNamespace,
+			Labels:      map[string]string{mvproxy.LeaseLabel: mvproxy.LeaseLabelValue},
+			Annotations: map[string]string{mvproxy.AddressAnnotation: addr}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_1"), LeaseDurationSeconds: ptr.To(int32(3600)),
+			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
+	}
+	if _, err := client.CoordinationV1().Leases(leaseNamespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 12 finding 2: with the cluster CA as peer CA, a kubelet's serving certificate made
+// a peer, which could list apps/v2 first; kubectl then sent the user's token to it.
+func TestSecurityMixedVersionProxyPeerTrust(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The setup the issue reports: the cluster CA is the peer CA.
+	side := startSidecarWith(t, cp, 0, "--peer-ca-file="+cp.PKI.ClusterCA.File)
+	kubelet, err := cp.PKI.Issue(cp.PKI.ClusterCA, "kubelet-node-1", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:node-1", Organization: []string{"system:nodes"}},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"node-1"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A node's serving certificate: it does not name the apiserver.
+	fromNode := startFakePeer(t, kubelet, "node-1.example.com")
+	// A server that holds an apiserver's certificate: a peer, which still must not
+	// change the groups the local apiserver serves.
+	verified := startFakePeer(t, cp.PKI.Serving, "verified.example.com")
+	createPeerLease(ctx, t, cp, "kplug-peerproxy-node-1", fromNode.addr)
+	createPeerLease(ctx, t, cp, "kplug-peerproxy-verified", verified.addr)
+
+	admin := userClient(t, cp, cp.Admin)
+	var merged apidiscoveryv2.APIGroupDiscoveryList
+	eventually(ctx, t, "the verified peer's group in merged discovery", func() error {
+		code, body, err := do(ctx, admin, side.URL+"/apis", http.Header{"Accept": {acceptAggregated}})
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("merged /apis: %d %.200s", code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &merged); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(merged.Items, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == verified.group }) {
+			return fmt.Errorf("merged /apis lacks %s", verified.group)
+		}
+		return nil
+	})
+	for _, g := range merged.Items {
+		var versions []string
+		for _, v := range g.Versions {
+			versions = append(versions, v.Version)
+		}
+		switch g.Name {
+		case fromNode.group:
+			t.Errorf("the server with a node's certificate became a peer: merged discovery lists %s", g.Name)
+		case "apps":
+			if !slices.Equal(versions, []string{"v1"}) {
+				t.Errorf("apps versions in merged discovery %v, want the apiserver's [v1]", versions)
+			}
+		}
+	}
+
+	// bob's kubectl lists deployments where the apiserver serves them; his token reaches
+	// neither fake peer.
+	kubeconfigs := sidecarKubeconfigs(t, cp, []*sidecar{side})
+	out, _ := kubectl(ctx, cp, kubeconfigs[cp.TokenUser.Name], 0, "get", "deployments", "-v=6")
+	for _, p := range []*fakePeer{fromNode, verified} {
+		for _, auth := range p.requests() {
+			if strings.Contains(auth, cp.TokenUser.Token) {
+				t.Errorf("bob's token reached the fake peer serving %s; kubectl said:\n%s", p.group, out)
+			}
+		}
+	}
+	if !strings.Contains(string(out), "/apis/apps/v1/") {
+		t.Errorf("kubectl did not list apps/v1 deployments:\n%s", out)
+	}
+}
+
+// Issue 12 finding 4: once /apis passed 128 KiB, the apiserver gzipped the local document
+// the sidecar read for a Go client (Accept-Encoding: gzip), and the merge answered 500.
+// Issue 12 finding 17 is checked on the way: without peers, the sidecar's ETag is the
+// apiserver's.
+func TestSecurityMixedVersionProxyLargeDiscovery(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	side := startSidecar(t, cp, 0)
+	admin := userClient(t, cp, cp.Admin)
+	eventually(ctx, t, "the sidecar serves merged discovery", func() error {
+		return expectStatus(ctx, admin, side.URL+"/apis", http.Header{"Accept": {acceptAggregated}}, http.StatusOK)
+	})
+	checkETag(ctx, t, admin, cp.Servers[0].URL, side.URL)
+
+	// Each CRD adds about 4 KiB to /apis: two versions, each listing its categories.
+	categories := make([]string, 30)
+	for i := range categories {
+		categories[i] = fmt.Sprintf("kplug-e2e-category-%02d-%s", i, strings.Repeat("x", 40))
+	}
+	const crds = 40
+	for i := range crds {
+		group := fmt.Sprintf("g%02d.kplug-e2e.example.com", i)
+		version := func(name string, storage bool) map[string]any {
+			return map[string]any{"name": name, "served": true, "storage": storage,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}
+		}
+		crd := map[string]any{
+			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": "widgets." + group},
+			"spec": map[string]any{
+				"group": group, "scope": "Namespaced",
+				"names":    map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "categories": categories},
+				"versions": []any{version("v1", true), version("v1beta1", false)},
+			},
+		}
+		body, _ := json.Marshal(crd)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cp.Servers[0].URL+"/apis/apiextensions.k8s.io/v1/customresourcedefinitions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := admin.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("creating CRD %d: %d %s", i, resp.StatusCode, msg)
+		}
+	}
+	// The apiserver itself now gzips /apis for a client that accepts gzip.
+	eventually(ctx, t, "all CRDs in the apiserver's /apis, gzipped", func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.Servers[0].URL+"/apis", nil)
+		req.Header.Set("Accept", acceptAggregated)
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := admin.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.Header.Get("Content-Encoding") != "gzip" {
+			return fmt.Errorf("/apis not gzipped (%d bytes)", len(raw))
+		}
+		code, body := get(ctx, t, admin, cp.Servers[0].URL+"/apis", http.Header{"Accept": {acceptAggregated}})
+		if code != http.StatusOK || len(body) < 128<<10 || !strings.Contains(body, fmt.Sprintf("g%02d.kplug-e2e.example.com", crds-1)) {
+			return fmt.Errorf("/apis: %d, %d bytes", code, len(body))
+		}
+		return nil
+	})
+
+	// A Go client through the sidecar: client-go's discovery, as kubectl uses it.
+	cfg := cp.RESTConfig(cp.Admin, 0)
+	cfg.Host = side.URL
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "client-go discovery through the sidecar lists every CRD", func() error {
+		groups, _, err := dc.ServerGroupsAndResources()
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, g := range groups {
+			if strings.HasSuffix(g.Name, ".kplug-e2e.example.com") {
+				n++
+			}
+		}
+		if n != crds {
+			return fmt.Errorf("%d of %d CRD groups", n, crds)
+		}
+		return nil
+	})
+	// And a client that asks for gzip itself.
+	code, body := get(ctx, t, admin, side.URL+"/apis", http.Header{"Accept": {acceptAggregated}, "Accept-Encoding": {"gzip"}})
+	if code != http.StatusOK {
+		t.Errorf("merged /apis with Accept-Encoding: gzip: %d %.300s", code, body)
+	}
+	checkETag(ctx, t, admin, cp.Servers[0].URL, side.URL)
+}
+
+// checkETag compares the ETag of the apiserver's /apis with the sidecar's merged one:
+// without peers they must be the same (issue 12 finding 17).
+func checkETag(ctx context.Context, t *testing.T, c *http.Client, apiserver, side string) {
+	t.Helper()
+	etag := func(base string) string {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/apis", nil)
+		req.Header.Set("Accept", acceptAggregated)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s/apis: %d", base, resp.StatusCode)
+		}
+		return resp.Header.Get("ETag")
+	}
+	want, got := etag(apiserver), etag(side)
+	if got != want || want == "" {
+		t.Errorf("sidecar's /apis ETag %s, want the apiserver's %s", got, want)
+	}
+}
