@@ -45,7 +45,7 @@ func New(t testing.TB) *User {
 	var out []byte
 	var err error
 	for range 20 {
-		out, err = exec.Command("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
+		out, err = exec.CommandContext(context.Background(), "useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "lock") {
 			break
 		}
@@ -56,7 +56,7 @@ func New(t testing.TB) *User {
 	}
 	t.Cleanup(func() {
 		for range 20 {
-			out, err := exec.Command("userdel", name).CombinedOutput()
+			out, err := exec.CommandContext(context.Background(), "userdel", name).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "lock") {
 				return
 			}
@@ -87,7 +87,7 @@ func New(t testing.TB) *User {
 // caller's other environment.
 func (u *User) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID)}} //nolint:gosec // uids fit
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID)}}
 	cmd.Env = append(os.Environ(), "HOME="+u.Home, "TMPDIR="+u.Home)
 	cmd.Dir = u.Home
 	return cmd
@@ -112,12 +112,12 @@ func (u *User) Sh(t testing.TB, script string) string {
 // binaries live in directories only root may enter.
 func (u *User) Executable(t testing.TB, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(path) //nolint:gosec // a test's own binary
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(u.Home, filepath.Base(path))
-	if err := os.WriteFile(dst, b, 0o755); err != nil { //nolint:gosec // an executable
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return dst
