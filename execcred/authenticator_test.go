@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 func newAuth(t *testing.T, cfg Config, opts Options) *Authenticator {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 // fake is one fake plugin with its own files, so tests using it can run in parallel.

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 // Host describes the program running plugins: its terminal, and what it knows about stdin.

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 // authServer accepts only the current token and echoes the request body.

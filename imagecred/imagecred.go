@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 // DefaultTimeout bounds one plugin run, as the kubelet's hard-coded minute does.

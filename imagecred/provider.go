@@ -11,7 +11,7 @@ import (
 	kubeletv1 "k8s.io/kubelet/config/v1"
 	"k8s.io/kubelet/pkg/apis/credentialprovider"
 
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 // provider is one configured plugin with its cache and single-flight group.

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 func response(cacheKeyType, cacheDuration, auth string) string {

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/execcache"
-	"github.com/kplug/kplug/internal/execplugin"
 )
 
 // maxDefaultTTL bounds --default-ttl: an answer without expiry is never cached forever.

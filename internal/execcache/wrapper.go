@@ -13,7 +13,7 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 // Defaults for zero Options fields.

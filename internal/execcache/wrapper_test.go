@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/execplugin"
+	"github.com/kplug/kplug/execplugin"
 )
 
 var (
