@@ -11,6 +11,8 @@ import (
 	"time"
 
 	kubeletv1 "k8s.io/kubelet/config/v1"
+
+	"github.com/kplug/kplug/internal/poll"
 )
 
 type lookupResult struct {
@@ -36,16 +38,12 @@ func TestSecurityCallerGivingUpDoesNotFailTheSharedRun(t *testing.T) {
 	p := f.provider("p", response("Image", "0s", regAuth))
 	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
 	k := f.keyring(Options{FailureCacheTTL: time.Hour}, p)
-	joined := make(chan struct{}, 2)
-	k.providers[0].flights.joined = func() { joined <- struct{}{} }
-
 	// The first caller starts the run and the second joins it; then the first gives up.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first := lookupAsync(ctx, k, "registry.io/app")
-	<-joined
 	second := lookupAsync(context.Background(), k, "registry.io/app")
-	<-joined
+	poll.Until(t, "both callers in the run", func() bool { return k.providers[0].flights.Waiters("registry.io/app") == 2 })
 	cancel()
 	if r := <-first; !errors.Is(r.err, context.Canceled) || len(r.creds) != 0 {
 		t.Errorf("the caller that gave up got %v, %v; want context.Canceled", r.creds, r.err)

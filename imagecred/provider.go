@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubelet/pkg/apis/credentialprovider"
 
 	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/flight"
 )
 
 // provider is one configured plugin with its cache and single-flight group.
@@ -26,7 +27,7 @@ type provider struct {
 	accounts   ServiceAccounts
 	metrics    providerMetrics
 	now        func() time.Time
-	flights    flights
+	flights    flight.Group[*credentialprovider.CredentialProviderResponse]
 	defaultTTL time.Duration
 }
 
@@ -124,8 +125,8 @@ func (p *provider) provideMatched(ctx context.Context, image string, pod *Pod) (
 		return nil, fmt.Errorf("%w: %w", errFailureCached, err)
 	}
 	// One run for all concurrent callers, bounded by the plugin timeout and by no caller's
-	// context (see flights): an error here is the plugin's, or this caller's ctx.Err().
-	v, err := p.flights.do(ctx, sfKey, func(ctx context.Context) (any, error) {
+	// context (package flight): an error here is the plugin's, or this caller's ctx.Err().
+	resp, err := p.flights.Do(ctx, sfKey, func(ctx context.Context) (*credentialprovider.CredentialProviderResponse, error) {
 		return p.exec(ctx, image, sa.token, sa.annotations)
 	})
 	if err != nil {
@@ -134,7 +135,6 @@ func (p *provider) provideMatched(ctx context.Context, image string, pod *Pod) (
 		}
 		return nil, err
 	}
-	resp := v.(*credentialprovider.CredentialProviderResponse)
 	auth, err := p.store(image, sa, resp)
 	if err != nil {
 		return nil, err

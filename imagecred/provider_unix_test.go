@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
+	"github.com/kplug/kplug/internal/poll"
+
 	"github.com/kplug/kplug/execplugin"
 )
 
@@ -129,8 +131,6 @@ func TestConcurrentLookupsRunThePluginOnce(t *testing.T) {
 	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
 	k := f.keyring(Options{}, p)
 	const n = 8
-	joined := make(chan struct{}, n)
-	k.providers[0].flights.joined = func() { joined <- struct{}{} }
 
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -143,9 +143,7 @@ func TestConcurrentLookupsRunThePluginOnce(t *testing.T) {
 			errs <- err
 		})
 	}
-	for range n {
-		<-joined
-	}
+	poll.Until(t, "every caller in the run", func() bool { return k.providers[0].flights.Waiters("registry.io/app") == n })
 	// The first caller's plugin may not have started yet; the others must be waiting for it.
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -376,22 +374,23 @@ func TestWaitingCallerHonoursItsContext(t *testing.T) {
 	p := f.provider("p", response("Image", "", regAuth))
 	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
 	k := f.keyring(Options{}, p)
-	joined := make(chan struct{}, 2)
-	k.providers[0].flights.joined = func() { joined <- struct{}{} }
+	waiters := func(n int) func() bool {
+		return func() bool { return k.providers[0].flights.Waiters("registry.io/app") == n }
+	}
 
 	first := make(chan error, 1)
 	go func() {
 		_, err := k.Lookup(context.Background(), "registry.io/app", nil)
 		first <- err
 	}()
-	<-joined
+	poll.Until(t, "the first caller in the run", waiters(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	second := make(chan error, 1)
 	go func() {
 		_, err := k.Lookup(ctx, "registry.io/app", nil)
 		second <- err
 	}()
-	<-joined
+	poll.Until(t, "the second caller in the run", waiters(2))
 	cancel()
 	if err := <-second; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled waiter: %v, want context.Canceled", err)
