@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplug/kplug/internal/diskstore"
 	"github.com/kplug/kplug/internal/localuser"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestSecurityImageCredentialCacheRefusesAnotherUsersDirectory(t *testing.T) {
 	attacker := localuser.New(t)
 	dir := filepath.Join(attacker.Home, "cache")
-	entry := (&DirCache{dir: dir}).file("p", "key")
+	entry := (&DirCache{store: &diskstore.Store{Dir: dir}}).file("p", "key")
 	planted, err := json.Marshal(CacheEntry{Auth: map[string]AuthConfig{"registry.io": {Username: "attacker", Password: "planted"}}, ExpiresAt: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)

@@ -9,13 +9,17 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/diskstore"
 )
 
 // Cache keeps credentials in files, so that separate runs of a plugin (one per kubectl
 // invocation) share them. Entries are 0600 files in a 0700 directory, written atomically;
 // a file lock makes concurrent runs wait for the one that is fetching, which then serves
-// them all. Cache is a Store of credentials. The zero value is unusable: Dir is required. A Cache is safe for concurrent use
-// by goroutines and processes.
+// them all. The zero value is unusable: Dir is required. A Cache is safe for concurrent
+// use by goroutines and processes of one user.
+//
+// Dir must be a real directory that belongs to the user and that no other user may write
+// to; it is created 0700 if missing, and narrowed to 0700 if others may only read it.
 type Cache struct {
 	// Dir holds the entries; it is created 0700 if missing.
 	Dir string
@@ -60,7 +64,7 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 	}
 	locked, err := store.Lock(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("plugin: %w", err)
 	}
 	defer func() { _ = locked.Unlock() }()
 	e = entry{}
@@ -81,10 +85,15 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 
 // Delete drops the entry for key, e.g. after the server rejected it (v1alpha1 response).
 func (c *Cache) Delete(key string) error {
-	return removeEntry(c.store().fileName(key))
+	if err := c.store().Delete(key); err != nil {
+		return fmt.Errorf("plugin: %w", err)
+	}
+	return nil
 }
 
-func (c *Cache) store() *Store { return &Store{Dir: c.Dir, LockTimeout: c.LockTimeout} }
+func (c *Cache) store() *diskstore.Store {
+	return &diskstore.Store{Dir: c.Dir, LockTimeout: c.LockTimeout}
+}
 
 // valid says whether e may be served: whole, and not within Skew of its expiry.
 func (c *Cache) valid(e entry) bool {

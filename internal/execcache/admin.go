@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/internal/diskstore"
 )
 
 // Listed describes one cache entry without its credential.
@@ -32,7 +32,7 @@ type Listed struct {
 
 // List describes every entry in dir, sorted by command, then ID.
 func List(dir string, now time.Time) ([]Listed, error) {
-	stored, err := (&plugin.Store{Dir: dir}).Entries()
+	stored, err := (&diskstore.Store{Dir: dir}).Entries()
 	if err != nil {
 		return nil, fmt.Errorf("exec-cache: %w", err)
 	}
@@ -66,7 +66,7 @@ func Clear(dir, path string, args []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	store := &plugin.Store{Dir: dir}
+	store := &diskstore.Store{Dir: dir}
 	n := 0
 	for _, l := range listed {
 		if path != "" && (l.Command != path || !slices.Equal(l.args, args)) {

@@ -14,6 +14,7 @@ import (
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/diskstore"
 )
 
 // Defaults for zero Options fields.
@@ -103,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	store := &plugin.Store{Dir: o.Dir, LockTimeout: o.LockTimeout}
+	store := &diskstore.Store{Dir: o.Dir, LockTimeout: o.LockTimeout}
 	if store.LockTimeout == 0 {
 		store.LockTimeout = DefaultLockTimeout
 	}
@@ -144,7 +145,7 @@ func Run(ctx context.Context, o Options) error {
 // sweep removes, after a miss, the entries no call may be served any more (expired, or
 // unreadable) and writes a crashed process left behind, so that credentials do not pile
 // up in the cache directory. Entries another process holds are left for a later sweep.
-func sweep(store *plugin.Store, current string, now time.Time, log *slog.Logger) {
+func sweep(store *diskstore.Store, current string, now time.Time, log *slog.Logger) {
 	stored, err := store.Entries()
 	if err != nil {
 		log.Debug("exec-cache: sweep", "err", err)
@@ -169,11 +170,11 @@ func sweep(store *plugin.Store, current string, now time.Time, log *slog.Logger)
 }
 
 // lookup returns the locked entry if it may be served to this call, or else why not.
-func (o *Options) lookup(locked *plugin.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, string) {
+func (o *Options) lookup(locked *diskstore.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, string) {
 	var e entry
 	err := locked.Load(&e)
 	switch {
-	case errors.Is(err, plugin.ErrNoEntry):
+	case errors.Is(err, diskstore.ErrNoEntry):
 		return nil, "no entry"
 	case err != nil:
 		log.Debug("exec-cache: ignoring a corrupt entry", "err", err)
@@ -192,7 +193,7 @@ func (o *Options) lookup(locked *plugin.Locked, info *plugin.Info, now time.Time
 }
 
 // store saves a successful answer if it may be cached; a reason not to is logged.
-func (o *Options) store(locked *plugin.Locked, log *slog.Logger, info *plugin.Info, path string, out []byte, started time.Time) {
+func (o *Options) store(locked *diskstore.Locked, log *slog.Logger, info *plugin.Info, path string, out []byte, started time.Time) {
 	cred, err := execcred.DecodeOutput(info.APIVersion, out)
 	if err != nil {
 		log.Warn("exec-cache: not caching the answer: it is not a valid ExecCredential", "err", err)

@@ -55,7 +55,7 @@ func TestSecurityExecCacheRefusesAnotherUsersDirectory(t *testing.T) {
 
 	h.opts.Dir = dir
 	out, err := h.call(kubectlB, info)
-	want := "exec-cache: plugin: cache directory: " + dir + " belongs to uid " + strconv.Itoa(attacker.UID) + ", not to this user (uid 0)"
+	want := "exec-cache: cache directory: " + dir + " belongs to uid " + strconv.Itoa(attacker.UID) + ", not to this user (uid 0)"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("exec-cache with %s's directory: %v; want %s...", attacker, err, want)
 	}

@@ -1,4 +1,4 @@
-package plugin
+package diskstore
 
 import (
 	"context"
@@ -22,8 +22,7 @@ import (
 // files in a private directory, written atomically (a reader sees the old document or the
 // new one, never a part) but not synced to disk, with a file lock per key for
 // read-modify-write. A file is named after a hash of its key, so keys may hold anything.
-// Cache is built on Store; use Store directly when an entry holds more than a Status. The
-// zero value is unusable: Dir is required. A Store is safe for concurrent use by
+// The zero value is unusable: Dir is required. A Store is safe for concurrent use by
 // goroutines and processes of one user.
 //
 // Every method checks Dir before it reads or writes: it must be a real directory (not a
@@ -49,7 +48,7 @@ const (
 )
 
 // ErrNoEntry says a key has no stored document.
-var ErrNoEntry = errors.New("plugin: no cache entry")
+var ErrNoEntry = errors.New("no cache entry")
 
 // maxEntry bounds the size of a document read back: a plugin's output is capped at a few
 // MiB, and an entry holds one.
@@ -68,16 +67,16 @@ func (s *Store) Lock(ctx context.Context, key string) (*Locked, error) {
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
-	name := s.fileName(key)
+	name := s.Path(key)
 	lock := flock.New(strings.TrimSuffix(name, entrySuffix)+lockSuffix, flock.SetPermissions(0o600))
 	lockCtx, cancel := context.WithTimeout(ctx, s.lockTimeout())
 	defer cancel()
 	ok, err := lock.TryLockContext(lockCtx, 20*time.Millisecond)
 	if err != nil || !ok {
 		if errors.Is(lockCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("plugin: waited %v for the cache lock %s, held by another process", s.lockTimeout(), lock.Path())
+			return nil, fmt.Errorf("waited %v for the cache lock %s, held by another process", s.lockTimeout(), lock.Path())
 		}
-		return nil, fmt.Errorf("plugin: waiting for the cache lock %s: %w", lock.Path(), errors.Join(err, lockCtx.Err()))
+		return nil, fmt.Errorf("waiting for the cache lock %s: %w", lock.Path(), errors.Join(err, lockCtx.Err()))
 	}
 	return &Locked{name: name, lock: lock}, nil
 }
@@ -93,7 +92,31 @@ func (s *Store) Load(key string, v any) error {
 		}
 		return err
 	}
-	return load(s.fileName(key), v)
+	return load(s.Path(key), v)
+}
+
+// Save replaces key's document with v, atomically, without taking the lock: for a cache
+// whose last writer may win.
+func (s *Store) Save(key string, v any) error {
+	if err := s.prepare(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(s.Path(key), b)
+}
+
+// Delete removes key's document without taking the lock; a missing one is not an error.
+func (s *Store) Delete(key string) error {
+	if err := s.check(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return removeEntry(s.Path(key))
 }
 
 // Load decodes the locked key's document into v, as Store.Load.
@@ -115,8 +138,8 @@ func (l *Locked) Delete() error { return removeEntry(l.name) }
 // locks on different files for one key.
 func (l *Locked) Unlock() error { return l.lock.Unlock() }
 
-// StoredEntry is one document found by Entries.
-type StoredEntry struct {
+// Entry is one document found by Entries.
+type Entry struct {
 	// ID names the entry within the Store (a hash of its key); pass it to Remove.
 	ID   string
 	Data []byte
@@ -125,7 +148,7 @@ type StoredEntry struct {
 }
 
 // Entries returns every document in the Store, in ID order. A missing directory has none.
-func (s *Store) Entries() ([]StoredEntry, error) {
+func (s *Store) Entries() ([]Entry, error) {
 	if err := s.check(); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -134,9 +157,9 @@ func (s *Store) Entries() ([]StoredEntry, error) {
 	}
 	files, err := os.ReadDir(s.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("plugin: reading the cache directory: %w", err)
+		return nil, fmt.Errorf("reading the cache directory: %w", err)
 	}
-	var out []StoredEntry
+	var out []Entry
 	for _, f := range files {
 		id, ok := strings.CutSuffix(f.Name(), entrySuffix)
 		if !ok || !validID(id) || !f.Type().IsRegular() {
@@ -147,13 +170,13 @@ func (s *Store) Entries() ([]StoredEntry, error) {
 			continue // removed meanwhile
 		}
 		if err != nil {
-			return nil, fmt.Errorf("plugin: reading a cache entry: %w", err)
+			return nil, fmt.Errorf("reading a cache entry: %w", err)
 		}
 		var mod time.Time
 		if info, err := f.Info(); err == nil {
 			mod = info.ModTime()
 		}
-		out = append(out, StoredEntry{ID: id, Data: b, Modified: mod})
+		out = append(out, Entry{ID: id, Data: b, Modified: mod})
 	}
 	return out, nil
 }
@@ -161,7 +184,7 @@ func (s *Store) Entries() ([]StoredEntry, error) {
 // Remove deletes the entry with id (from Entries); a missing one is not an error.
 func (s *Store) Remove(id string) error {
 	if !validID(id) {
-		return fmt.Errorf("plugin: invalid cache entry id %q", id)
+		return fmt.Errorf("invalid cache entry id %q", id)
 	}
 	return removeEntry(filepath.Join(s.Dir, id+entrySuffix))
 }
@@ -171,7 +194,7 @@ func (s *Store) Remove(id string) error {
 // entry whose lock another process holds. It reports whether it removed the entry.
 func (s *Store) RemoveIf(id string, drop func(data []byte) bool) (bool, error) {
 	if !validID(id) {
-		return false, fmt.Errorf("plugin: invalid cache entry id %q", id)
+		return false, fmt.Errorf("invalid cache entry id %q", id)
 	}
 	if err := s.check(); err != nil {
 		return false, err
@@ -228,7 +251,8 @@ func (s *Store) ID(key string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func (s *Store) fileName(key string) string {
+// Path is the file that holds key's document.
+func (s *Store) Path(key string) string {
 	return filepath.Join(s.Dir, s.ID(key)+entrySuffix)
 }
 
@@ -236,10 +260,10 @@ func (s *Store) fileName(key string) string {
 // only the owner may list, read or replace them (see Store).
 func (s *Store) prepare() error {
 	if s.Dir == "" {
-		return errors.New("plugin: the cache directory is not set")
+		return errors.New("the cache directory is not set")
 	}
 	if err := privdir.Ensure(s.Dir); err != nil {
-		return fmt.Errorf("plugin: cache directory: %w", err)
+		return fmt.Errorf("cache directory: %w", err)
 	}
 	return nil
 }
@@ -248,10 +272,10 @@ func (s *Store) prepare() error {
 // directory is an error that wraps fs.ErrNotExist.
 func (s *Store) check() error {
 	if s.Dir == "" {
-		return errors.New("plugin: the cache directory is not set")
+		return errors.New("the cache directory is not set")
 	}
 	if err := privdir.Check(s.Dir); err != nil {
-		return fmt.Errorf("plugin: cache directory: %w", err)
+		return fmt.Errorf("cache directory: %w", err)
 	}
 	return nil
 }
@@ -272,7 +296,7 @@ func load(name string, v any) error {
 		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("plugin: corrupt cache entry %s: %w", name, err)
+		return fmt.Errorf("corrupt cache entry %s: %w", name, err)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package plugin
+package diskstore
 
 import (
 	"context"
@@ -9,14 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/kplug/kplug/execcred"
 )
 
 // TestStoreRefusesAnotherUsersDirectory: a directory of another user's (here uid 65534)
-// is refused by every path in, with nothing read from it or written to it: Cache.Do
-// neither serves the entry planted there nor fetches, and Entries lists nothing.
+// is refused by every path in, with nothing read from it or written to it.
 func TestStoreRefusesAnotherUsersDirectory(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give a directory to another user")
@@ -24,30 +20,30 @@ func TestStoreRefusesAnotherUsersDirectory(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "cache")
 	s := &Store{Dir: dir}
-	l, err := s.Lock(context.Background(), "key")
-	if err != nil {
+	if err := s.Save("key", "planted"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Save(entry{Status: &execcred.Status{Token: "planted"}, Expires: time.Now().Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	_ = l.Unlock()
 	if err := os.Chown(dir, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadDir(dir)
 
-	want := "plugin: cache directory: " + dir + " belongs to uid 65534, not to this user (uid 0)"
-	fetched := false
-	st, err := (&Cache{Dir: dir, TTL: time.Hour}).Do(context.Background(), "key", func(context.Context) (*execcred.Status, error) {
-		fetched = true
-		return &execcred.Status{Token: "fresh"}, nil
-	})
-	if err == nil || !strings.HasPrefix(err.Error(), want) || st != nil || fetched {
-		t.Errorf("Cache.Do: %+v, %v (fetched %v); want %s..., no fetch", st, err, fetched, want)
+	want := "cache directory: " + dir + " belongs to uid 65534, not to this user (uid 0)"
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v; want %s...", what, err, want)
+		}
 	}
-	if entries, err := s.Entries(); err == nil || !strings.HasPrefix(err.Error(), want) || entries != nil {
-		t.Errorf("Entries: %v, %v; want %s...", entries, err, want)
+	var v string
+	check("Load", s.Load("key", &v))
+	check("Save", s.Save("key", "mine"))
+	_, err := s.Lock(context.Background(), "key")
+	check("Lock", err)
+	entries, err := s.Entries()
+	check("Entries", err)
+	if entries != nil || v != "" {
+		t.Errorf("read %q and %d entries from another user's directory", v, len(entries))
 	}
 	if after, _ := os.ReadDir(dir); len(after) != len(before) {
 		t.Errorf("%d files in the directory, was %d", len(after), len(before))
@@ -68,10 +64,10 @@ func TestStoreEntriesAreRegularFiles(t *testing.T) {
 	if err := l.Save(map[string]int{"n": 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(s.fileName("target"), s.fileName("link")); err != nil {
+	if err := os.Symlink(s.Path("target"), s.Path("link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(s.fileName("fifo"), 0o600); err != nil {
+	if err := syscall.Mkfifo(s.Path("fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var v map[string]int
@@ -95,7 +91,7 @@ func TestStoreEntriesAreRegularFiles(t *testing.T) {
 	if err := s.Load("target", &v); err != nil || v["n"] != 1 {
 		t.Errorf("the link's target: %v, %v; want it unchanged", v, err)
 	}
-	if info, err := os.Lstat(s.fileName("link")); err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
+	if info, err := os.Lstat(s.Path("link")); err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
 		t.Errorf("the saved entry: %v, %v; want a 0600 regular file", info.Mode(), err)
 	}
 }
