@@ -58,7 +58,7 @@ func TestExecProxyPKCS11HSM(t *testing.T) {
 		return pub
 	}
 	issue := func(name, user string, pub crypto.PublicKey, notAfter time.Time) string {
-		path, err := cp.PKI.IssueFor(cp.PKI.ClientCA, name, &x509.Certificate{
+		path, err := cp.PKI.ClientCA.IssueFor(name, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: user, Organization: []string{"hsm-users"}},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}, pub, notAfter)

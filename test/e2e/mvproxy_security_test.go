@@ -129,7 +129,7 @@ func TestSecurityMixedVersionProxyPeerTrust(t *testing.T) {
 	defer cancel()
 	// The setup the issue reports: the cluster CA is the peer CA.
 	side := startSidecarWith(t, cp, 0, "--peer-ca-file="+cp.PKI.ClusterCA.File)
-	kubelet, err := cp.PKI.Issue(cp.PKI.ClusterCA, "kubelet-node-1", &x509.Certificate{
+	kubelet, err := cp.PKI.ClusterCA.Issue("kubelet-node-1", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "system:node:node-1", Organization: []string{"system:nodes"}},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"node-1"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},

@@ -57,7 +57,7 @@ func (s *sidecar) stop(t *testing.T) {
 func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
 	t.Helper()
 	ca := setupSidecars(t, cp).peerCA
-	cert, err := cp.PKI.Issue(ca, "peer-"+cp.Servers[i].Name, &x509.Certificate{
+	cert, err := ca.Issue("peer-"+cp.Servers[i].Name, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kplug-peerproxy-" + cp.Servers[i].Name},
 		DNSNames:    []string{mvproxy.DefaultPeerServerName},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -97,7 +97,7 @@ func setupSidecars(t *testing.T, cp *framework.ControlPlane) *sidecarSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	user, err := cp.PKI.IssueClient(cp.PKI.ClientCA, "kplug-peerproxy", "kplug-peerproxy")
+	user, err := cp.PKI.ClientCA.IssueClient("kplug-peerproxy", "kplug-peerproxy")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,11 +28,11 @@ type User struct {
 
 func (cp *ControlPlane) createUsers() error {
 	p := cp.PKI
-	admin, err := p.IssueClient(p.ClientCA, "admin", "kplug-admin", "system:masters")
+	admin, err := p.ClientCA.IssueClient("admin", "kplug-admin", "system:masters")
 	if err != nil {
 		return err
 	}
-	alice, err := p.IssueClient(p.ClientCA, "alice", "alice", "developers")
+	alice, err := p.ClientCA.IssueClient("alice", "alice", "developers")
 	if err != nil {
 		return err
 	}
