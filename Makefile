@@ -17,7 +17,7 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build the pinned etcd, kube-apiserver, kubectl and golangci-lint into _output/bin (skips what is current)
+tools: ## Build the pinned etcd, kube-apiserver, kubectl, golangci-lint and apidiff into _output/bin (skips what is current)
 	hack/tools/build.sh
 
 .PHONY: deps
@@ -41,11 +41,12 @@ test-e2e: deps ## End-to-end tests against a real etcd, kube-apiserver and kubec
 	KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 30m $(E2E_PKGS)
 
 .PHONY: lint
-lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint
+lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint, the API against the last tag
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	for os in linux darwin windows; do echo "go vet ($$os)"; GOOS=$$os $(GO) vet ./...; done
 	$(BIN)/golangci-lint run --allow-parallel-runners ./...
+	hack/apicheck.sh
 
 .PHONY: bench
 bench: ## Benchmarks: kplug beside the upstream code it replaces (see docs/benchmarks.md)

@@ -262,7 +262,7 @@ func (r *Runner) environ() []string {
 	if r.Environ != nil {
 		return r.Environ()
 	}
-	return os.Environ()
+	return os.Environ() //nolint:forbidigo // the documented default of a nil Runner.Environ: a plugin inherits the host environment, as in client-go
 }
 
 func (r *Runner) stderr() io.Writer {

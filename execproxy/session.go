@@ -30,7 +30,7 @@ type Session struct {
 // A plugin may answer with an ordinary credential instead of a proxy; the session then
 // authenticates with it (see Config).
 func Connect(ctx context.Context, cfg *rest.Config, plugin execcred.Config, opts execcred.Options) (*Session, error) {
-	lock, err := NewLock(RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")))
+	lock, err := NewLock(RuntimeDir(os.Getenv("XDG_RUNTIME_DIR"))) //nolint:forbidigo // where clients keep locks, as the exec proxy specification says
 	if err != nil {
 		return nil, err
 	}

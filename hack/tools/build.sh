@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned development tools (hack/tools/go.mod) into _output/bin. A tool is rebuilt
-# only when its inputs change: go.mod, go.sum, the Go version, its package and its flags.
+# only when its inputs change: the modules its package is built from (paths, versions,
+# replacements), the Go version, its package and its flags; pinning another tool does not
+# rebuild kube-apiserver.
 # Built binaries are kept by that key in a cache outside the checkout
 # (KPLUG_TOOLS_CACHE, default ~/.cache/kplug/tools), so a fresh clone on the same machine
 # reuses them instead of spending twenty minutes rebuilding kube-apiserver.
@@ -19,12 +21,13 @@ k8s_ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	k8s_ldflags+=" -X $pkg.gitVersion=$k8s -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 done
-inputs=$(cat go.mod go.sum; go version)
+goversion=$(go version)
 
 build() {
 	local name=$1 pkg=$2 ldflags=${3:-}
-	local key
-	key=$(printf '%s\n%s\n%s\n' "$inputs" "$pkg" "$ldflags" | sha256sum | cut -c1-32)
+	local key modules
+	modules=$(go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
+	key=$(printf '%s\n%s\n%s\n%s\n' "$goversion" "$modules" "$pkg" "$ldflags" | sha256sum | cut -c1-32)
 	if [[ -x "$out/$name" && "$(cat "$out/.$name.key" 2>/dev/null)" == "$key" ]]; then
 		echo "tools: $name is up to date" >&2
 		return
@@ -48,3 +51,4 @@ build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
 build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+build apidiff golang.org/x/exp/cmd/apidiff
