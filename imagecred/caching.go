@@ -103,10 +103,20 @@ func (c *cachingProvider) cached(image, scope string) (*Response, bool, error) {
 			continue
 		}
 		c.metrics.hit()
-		left := e.ExpiresAt.Sub(now)
-		return &Response{CacheKeyType: k.kind, CacheDuration: &left, Auth: e.Auth}, true, nil
+		return hitResponse(k.kind, e.ExpiresAt.Sub(now), e.Auth), true, nil
 	}
 	return nil, false, nil
+}
+
+// hitResponse is a cached answer, its cacheDuration what is left of it. The Response and
+// its duration are allocated together: this is the path of every repeated pull.
+func hitResponse(kind plugin.CacheKeyType, left time.Duration, auth map[string]AuthConfig) *Response {
+	hit := &struct {
+		resp Response
+		left time.Duration
+	}{Response{CacheKeyType: kind, Auth: auth}, left}
+	hit.resp.CacheDuration = &hit.left
+	return &hit.resp
 }
 
 // store keeps an answer under the key its cacheKeyType names, for as long as it says.
