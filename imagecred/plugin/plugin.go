@@ -1,8 +1,3 @@
-// Package plugin is the SDK for image credential provider plugins: a plugin is a function
-// from a Request to a Response, and Run does the rest the kubelet (or imagecred) expects:
-// reading the CredentialProviderRequest from stdin in whichever version it comes, writing
-// the CredentialProviderResponse in the same version to stdout, and turning a returned error
-// into a message on stderr and a non-zero exit.
 package plugin
 
 import (
