@@ -44,15 +44,16 @@ type Options struct {
 
 // New checks the options as the kubelet does when it registers its plugins (the bin
 // directory and each provider's binary exist and are executable, the config is valid) and
-// returns a Keyring whose providers are each an Exec under the kubelet's decorators:
+// returns a Keyring whose providers are each an Exec under the kubelet's decorators, from
+// the inside out:
 //
-//	Exec                                   run the plugin, decode and check its answer
-//	WithFailureCache                       with FailureCacheTTL only
-//	WithServiceAccountToken (ServiceAccount cacheType)   a token only on a cache miss
-//	WithCache                              Image/Registry/Global keys, single-flight
-//	WithServiceAccountToken (Token cacheType)            the token's hash in the keys
+//	Exec                     run the plugin, decode and check its answer
+//	WithFailureCache         only with FailureCacheTTL
+//	WithServiceAccountToken  here for cacheType ServiceAccount: a token only on a miss
+//	WithCache                Image, Registry and Global keys; one run for concurrent requests
+//	WithServiceAccountToken  here for cacheType Token: the token's hash in every key
 //
-// and the service-account stage (the pod's account and annotations) in the Keyring.
+// The Keyring puts the pod's service account and its annotations in each request.
 func New(o Options) (*Keyring, error) {
 	if o.Config == nil {
 		return nil, errors.New("imagecred: no configuration")
