@@ -50,7 +50,7 @@ func (k *keyBuilder) build() (string, error) { return string(k.b), k.err }
 
 // serviceAccountKey identifies the service-account dimension of a cache entry: namespace,
 // name, UID and the annotations passed to the plugin, and the token's hash for cacheType
-// Token.
+// Token (the kubelet's bytes).
 func serviceAccountKey(namespace, name, uid string, annotations map[string]string, tokenHash string) (string, error) {
 	k := (&keyBuilder{}).str(namespace).str(name).str(uid).annotations(annotations)
 	if tokenHash != "" {
@@ -63,8 +63,14 @@ func cacheKey(base, saKey string) (string, error) {
 	return (&keyBuilder{}).str(base).str(saKey).build()
 }
 
-func singleFlightKey(image, tokenHash string, annotations map[string]string) (string, error) {
-	return (&keyBuilder{}).str(image).str(tokenHash).annotations(annotations).build()
+// scopeKey is the service-account dimension of a request's keys: the account, its
+// annotations and the token's hash when the request carries a token; empty without an
+// account.
+func scopeKey(sa *ServiceAccountRequest) (string, error) {
+	if sa == nil {
+		return "", nil
+	}
+	return serviceAccountKey(sa.Namespace, sa.Name, string(sa.UID), sa.Annotations, hashToken(sa.Token))
 }
 
 func hashToken(token string) string {

@@ -50,6 +50,3 @@ func (c *DirCache) Put(provider, key string, e CacheEntry) {
 
 // Delete implements Cache.
 func (c *DirCache) Delete(provider, key string) { _ = c.store.Delete(storeKey(provider, key)) }
-
-// file is the file that holds an entry (tests).
-func (c *DirCache) file(provider, key string) string { return c.store.Path(storeKey(provider, key)) }

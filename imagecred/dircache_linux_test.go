@@ -21,7 +21,7 @@ import (
 func TestSecurityImageCredentialCacheRefusesAnotherUsersDirectory(t *testing.T) {
 	attacker := localuser.New(t)
 	dir := filepath.Join(attacker.Home, "cache")
-	entry := (&DirCache{store: &diskstore.Store{Dir: dir}}).file("p", "key")
+	entry := entryFile(&DirCache{store: &diskstore.Store{Dir: dir}}, "p", "key")
 	planted, err := json.Marshal(CacheEntry{Auth: map[string]AuthConfig{"registry.io": {Username: "attacker", Password: "planted"}}, ExpiresAt: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)

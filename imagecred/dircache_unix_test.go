@@ -13,6 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// entryFile is the file that holds an entry.
+func entryFile(c *DirCache, provider, key string) string {
+	return c.store.Path(storeKey(provider, key))
+}
+
 func TestDirCache(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cache")
 	c, err := NewDirCache(dir)
@@ -83,10 +88,10 @@ func TestDirCacheEntriesAreRegularFiles(t *testing.T) {
 	e := CacheEntry{Auth: map[string]AuthConfig{"registry.io": {Username: "u", Password: "p"}}}
 	c.Put("p", "real", e)
 	// A link to a real entry and a FIFO are misses, and a FIFO does not block Get.
-	if err := os.Symlink(c.file("p", "real"), c.file("p", "link")); err != nil {
+	if err := os.Symlink(entryFile(c, "p", "real"), entryFile(c, "p", "link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(c.file("p", "fifo"), 0o600); err != nil {
+	if err := syscall.Mkfifo(entryFile(c, "p", "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"link", "fifo"} {
@@ -99,7 +104,7 @@ func TestDirCacheEntriesAreRegularFiles(t *testing.T) {
 	if got, ok := c.Get("p", "real"); !ok || !cmp.Equal(got, e) {
 		t.Errorf("the link's target changed to %+v", got)
 	}
-	if info, err := os.Lstat(c.file("p", "link")); err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
+	if info, err := os.Lstat(entryFile(c, "p", "link")); err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
 		t.Errorf("the replaced entry: %v, %v; want a 0600 regular file", info.Mode(), err)
 	}
 }

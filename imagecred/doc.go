@@ -4,22 +4,35 @@
 // from an existing kubelet CredentialProviderConfig and get the credentials the kubelet
 // would use.
 //
-// The pieces, in the order data flows:
+// # How the pieces fit
 //
-//   - LoadConfig reads a CredentialProviderConfig file or directory (the kubelet's merge
-//     rules and config hash); Config.Validate reports every error with its field path, in
-//     the kubelet's words.
-//   - MatchImage and NormalizeImage are the kubelet's matchImages globbing and image
-//     normalisation.
-//   - New builds a Keyring: one provider per config entry, each running its plugin through
-//     internal/execplugin, decoding the response strictly, caching it (Image, Registry or
-//     Global keys, cacheDuration) and collapsing concurrent identical requests into one exec.
-//   - Keyring.Lookup asks every matching provider, in config order, and merges the answers
-//     the way the kubelet's keyring does: most specific key first, with the docker.io
-//     fallback.
-//   - A provider with tokenAttributes gets a service-account token bound to the pod from a
-//     ServiceAccounts source (NewServiceAccounts wraps a Kubernetes client).
+// Data flows one way, from configuration to credentials:
 //
-// A Keyring is safe for concurrent use. Metrics go to the prometheus.Registerer passed in
-// Options, under the kubelet's names.
+//  1. Configuration. LoadConfig reads a CredentialProviderConfig file or directory with the
+//     kubelet's merge rules and config hash; Config.Validate checks it once and reports
+//     every error in the kubelet's words.
+//  2. Source. A Provider answers one Request (a normalised image, see NormalizeImage, and
+//     for a provider with tokenAttributes the pod's service account) with a Response.
+//     Exec runs the plugin binary through package execplugin (timeout, process group,
+//     output cap, typed errors), sending the kubelet's exact request bytes and decoding the
+//     answer strictly. FuncProvider answers with an in-process plugin.Func instead.
+//  3. Decorators, each a Provider wrapping a Provider: WithCache is the kubelet's cache
+//     (Image, Registry and Global keys, cacheDuration) and shares one run among concurrent
+//     requests, detached from every caller; WithFailureCache remembers failures (opt-in);
+//     WithServiceAccountToken requests the pod-bound token, inside the cache for cacheType
+//     ServiceAccount and outside it for Token. Metrics observe the runs and the cache under
+//     the kubelet's metric names.
+//  4. Keyring. Lookup asks every provider whose matchImages match the image, in config
+//     order, with the pod's service account and its configured annotations where the
+//     provider has tokenAttributes, and merges the answers as the kubelet's keyring does:
+//     most specific auth key first, with the Docker Hub fallback.
+//  5. Output. Credentials in the order the kubelet tries them; DockerConfigJSON renders
+//     them as a docker config.json, and Keyring.DockerHelperGet answers the
+//     docker-credential-helpers protocol.
+//
+// New does all of this from Options, checking the bin directory and binaries as the
+// kubelet does at startup. Compose the pieces yourself (see the example) to put an
+// in-process plugin, another Cache or a provider of your own in a chain.
+//
+// Everything here is safe for concurrent use.
 package imagecred

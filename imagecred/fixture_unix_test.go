@@ -6,17 +6,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kubeletv1 "k8s.io/kubelet/config/v1"
+
+	"github.com/kplug/kplug/internal/exectest"
 )
 
-// fixture is a bin directory of helper plugins, a clock, a metrics registry and fake
+// fixture is a bin directory of fake plugins, a clock, a metrics registry and fake
 // service accounts, from which tests build Keyrings.
 type fixture struct {
 	t        *testing.T
@@ -24,42 +25,63 @@ type fixture struct {
 	clock    *clock
 	reg      *prometheus.Registry
 	accounts *fakeAccounts
+	fakes    map[string]*exectest.Plugin
 }
 
 func newFixture(t *testing.T) *fixture {
 	return &fixture{
 		t: t, dir: t.TempDir(), clock: &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
-		reg: prometheus.NewRegistry(), accounts: newFakeAccounts(),
+		reg: prometheus.NewRegistry(), accounts: newFakeAccounts(), fakes: map[string]*exectest.Plugin{},
 	}
 }
 
-// provider installs a helper plugin called name that answers response (see helperResponse).
+// provider installs a fake plugin called name that prints response, an exectest template
+// ({{index .Request "serviceAccountToken"}} is the token it was given).
 func (f *fixture) provider(name, response string, matchImages ...string) kubeletv1.CredentialProvider {
-	installPlugin(f.t, f.dir, name)
+	f.t.Helper()
+	fake := exectest.New(f.t).Stdout(response)
+	if err := os.Symlink(fake.Path(), filepath.Join(f.dir, name)); err != nil {
+		f.t.Fatal(err)
+	}
+	f.fakes[name] = fake
 	if len(matchImages) == 0 {
 		matchImages = []string{"*.registry.io", "registry.io"}
 	}
-	return kubeletv1.CredentialProvider{
+	c := kubeletv1.CredentialProvider{
 		Name: name, MatchImages: matchImages, APIVersion: APIVersionV1,
 		DefaultCacheDuration: &metav1.Duration{Duration: 10 * time.Minute},
-		Env: []kubeletv1.ExecEnvVar{
-			{Name: helperEnv, Value: "respond"},
-			{Name: helperLog, Value: f.log(name)},
-			{Name: helperResponse, Value: response},
-		},
 	}
+	for _, e := range fake.Env() {
+		k, v, _ := strings.Cut(e, "=")
+		c.Env = append(c.Env, kubeletv1.ExecEnvVar{Name: k, Value: v})
+	}
+	return c
 }
 
-func (f *fixture) log(name string) string { return filepath.Join(f.dir, name+".log") }
+// fake is the plugin installed as name.
+func (f *fixture) fake(name string) *exectest.Plugin { return f.fakes[name] }
 
-func (f *fixture) execs(name string) int { return len(requests(f.t, f.log(name))) }
+func (f *fixture) execs(name string) int { return f.fakes[name].Runs() }
+
+// requests are the requests plugin name read, one per run, without their newlines.
+func (f *fixture) requests(name string) []string {
+	var reqs []string
+	for _, c := range f.fakes[name].Calls() {
+		reqs = append(reqs, strings.TrimSuffix(c.Stdin, "\n"))
+	}
+	return reqs
+}
 
 func (f *fixture) keyring(o Options, providers ...kubeletv1.CredentialProvider) *Keyring {
 	f.t.Helper()
 	o.Config = &Config{Providers: providers, Hash: "sha256:test"}
 	o.BinDir = f.dir
 	o.Now = f.clock.now
-	o.Registerer = f.reg
+	m, err := NewMetrics(f.reg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o.Metrics = m
 	if o.ServiceAccounts == nil {
 		o.ServiceAccounts = f.accounts
 	}
@@ -79,43 +101,12 @@ func (f *fixture) lookup(k *Keyring, image string, pod *Pod) []Credential {
 	return creds
 }
 
-// fakeAccounts is an in-memory ServiceAccounts that hands out a new token per request and
-// counts calls. The real one is tested against kube-apiserver in test/e2e.
-type fakeAccounts struct {
-	mu       sync.Mutex
-	accounts map[string]*ServiceAccount
-	gets     int
-	tokens   []TokenRequest
-}
-
-func newFakeAccounts() *fakeAccounts { return &fakeAccounts{accounts: map[string]*ServiceAccount{}} }
-
-func (a *fakeAccounts) add(ns, name, uid string, annotations map[string]string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.accounts[ns+"/"+name] = &ServiceAccount{UID: types.UID(uid), Annotations: annotations}
-}
-
-func (a *fakeAccounts) ServiceAccount(_ context.Context, ns, name string) (*ServiceAccount, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.gets++
-	sa, ok := a.accounts[ns+"/"+name]
-	if !ok {
-		return nil, os.ErrNotExist
+// waiters is how many callers wait for the plugin run of the keyring's first provider for
+// image (a request without a service account).
+func waiters(t *testing.T, k *Keyring, image string) int {
+	key, err := cacheKey(image, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return sa, nil
-}
-
-func (a *fakeAccounts) Token(_ context.Context, req TokenRequest) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.tokens = append(a.tokens, req)
-	return "token-" + string(req.PodUID) + "-" + string(rune('a'+len(a.tokens)-1)), nil
-}
-
-func (a *fakeAccounts) tokenRequests() []TokenRequest {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]TokenRequest(nil), a.tokens...)
+	return k.entries[0].Provider.(*cachingProvider).flights.Waiters(key)
 }

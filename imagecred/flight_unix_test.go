@@ -5,12 +5,8 @@ package imagecred
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	kubeletv1 "k8s.io/kubelet/config/v1"
 
 	"github.com/kplug/kplug/internal/poll"
 )
@@ -32,25 +28,22 @@ func lookupAsync(ctx context.Context, k *Keyring, image string) <-chan lookupRes
 // Issue 12 finding 9: one caller that gives up cancels the shared plugin run for all concurrent callers, and the cancellation is cached as a plugin failure.
 func TestSecurityCallerGivingUpDoesNotFailTheSharedRun(t *testing.T) {
 	f := newFixture(t)
-	release := filepath.Join(f.dir, "release")
 	// cacheDuration 0s: answers are not cached, so every lookup that the failure cache
 	// does not answer runs the plugin.
 	p := f.provider("p", response("Image", "0s", regAuth))
-	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
+	f.fake("p").Hold()
 	k := f.keyring(Options{FailureCacheTTL: time.Hour}, p)
 	// The first caller starts the run and the second joins it; then the first gives up.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first := lookupAsync(ctx, k, "registry.io/app")
 	second := lookupAsync(context.Background(), k, "registry.io/app")
-	poll.Until(t, "both callers in the run", func() bool { return k.providers[0].flights.Waiters("registry.io/app") == 2 })
+	poll.Until(t, "both callers in the run", func() bool { return waiters(t, k, "registry.io/app") == 2 })
 	cancel()
 	if r := <-first; !errors.Is(r.err, context.Canceled) || len(r.creds) != 0 {
 		t.Errorf("the caller that gave up got %v, %v; want context.Canceled", r.creds, r.err)
 	}
-	if err := os.WriteFile(release, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f.fake("p").Release()
 	if r := <-second; r.err != nil || len(r.creds) != 1 {
 		t.Errorf("the caller that waited got %v, %v; want the plugin's credentials", r.creds, r.err)
 	}

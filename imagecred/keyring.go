@@ -1,122 +1,168 @@
 package imagecred
 
 import (
-	"net/url"
-	"slices"
-	"sort"
-	"strings"
+	"context"
+	"errors"
+	"fmt"
+
+	kubeletv1 "k8s.io/kubelet/config/v1"
 )
 
-// AuthConfig is a registry username and password, as a provider plugin returns them.
-type AuthConfig struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
+// KeyringEntry is one provider of a Keyring: its configuration and what answers for it.
+type KeyringEntry struct {
+	// Config is the provider's configuration. Name labels its credentials and errors,
+	// MatchImages selects the images it is asked about, and TokenAttributes says what the
+	// service-account side of its requests holds; the rest is its Provider's business.
+	Config kubeletv1.CredentialProvider
+	// Provider answers, usually a decorated Exec (see New).
+	Provider Provider
+	// Path is the plugin binary, named in errors; empty for an in-process provider.
+	Path string
+	// ServiceAccounts reads the pod's service account for a provider with
+	// tokenAttributes; nil makes such a provider fail for a pod with a service account
+	// (and skip it without one, unless one is required).
+	ServiceAccounts ServiceAccounts
 }
 
-// ServiceAccountCoordinates say which service account's token a credential was obtained
-// with; the kubelet tracks them for pulled images (KEP-2535).
-type ServiceAccountCoordinates struct {
-	UID       string
-	Namespace string
-	Name      string
-}
-
-// Credential is one credential for an image, with where it came from.
-type Credential struct {
-	// Key is the auth key that matched the image, normalised as the kubelet does: scheme
-	// and a leading /v1/ or /v2/ removed, e.g. "registry.io" or "registry.io/team".
-	Key      string
-	Provider string
-	AuthConfig
-	// ServiceAccount is set when the provider ran with a service-account token.
-	ServiceAccount *ServiceAccountCoordinates
-}
-
-// dockerHubKey is where credentials for Docker Hub images are found when nothing else matches.
-const dockerHubKey = "index.docker.io"
-
-// keyring is the kubelet's BasicDockerKeyring: credentials indexed by normalised auth key,
-// keys sorted in reverse so that longer paths and literal hosts come before wildcards.
-type keyring struct {
+// Keyring answers which credentials to use for an image, asking its providers as the
+// kubelet asks its plugins. Create one with New or NewKeyring. It is safe for concurrent
+// use.
+type Keyring struct {
+	entries   []keyringEntry
 	locations *locationCache
-	index     []string
-	parsed    map[string]location // parsed index keys; absent when a key does not parse
-	creds     map[string][]Credential
 }
 
-// add indexes one provider's answer. Keys that do not parse as URLs are skipped, as the
-// kubelet skips them.
-func (k *keyring) add(provider string, sa *ServiceAccountCoordinates, auth map[string]AuthConfig) {
-	if k.creds == nil {
-		k.creds = map[string][]Credential{}
-		k.parsed = map[string]location{}
+type keyringEntry struct {
+	KeyringEntry
+	patterns []location // Config.MatchImages that parse; the others never match
+}
+
+// NewKeyring returns a Keyring that asks entries in order. Their configurations should be
+// valid (see Config.Validate): a matchImages entry that does not parse never matches.
+func NewKeyring(entries ...KeyringEntry) *Keyring {
+	k := &Keyring{locations: &locationCache{}}
+	for _, e := range entries {
+		ke := keyringEntry{KeyringEntry: e}
+		for _, m := range e.Config.MatchImages {
+			if l, err := parseLocation(m); err == nil {
+				ke.patterns = append(ke.patterns, l)
+			}
+		}
+		k.entries = append(k.entries, ke)
 	}
-	// The kubelet walks the map in random order; sorting makes equal keys deterministic.
-	locs := make([]string, 0, len(auth))
-	for loc := range auth {
-		locs = append(locs, loc)
+	return k
+}
+
+// Lookup normalises image as the kubelet does (see NormalizeImage) and returns the
+// credentials for it; see LookupRepository.
+func (k *Keyring) Lookup(ctx context.Context, image string, pod *Pod) ([]Credential, error) {
+	repo, err := NormalizeImage(image)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(locs)
-	for _, loc := range locs {
-		key, ok := k.authKey(loc)
-		if !ok {
+	return k.LookupRepository(ctx, repo, pod)
+}
+
+// LookupRepository asks every provider whose matchImages match repo, in config order,
+// and returns the credentials in the order the kubelet tries them: the most specific auth
+// key first, providers in config order within a key, and the index.docker.io credentials
+// for a Docker Hub image that nothing else matches. repo is a normalised repository (see
+// NormalizeImage) or a bare registry host ("registry.io:5000"), as a docker credential
+// helper is asked about; a host gets the index.docker.io credentials only if it is
+// docker.io, index.docker.io or has neither '.' nor ':', as the kubelet decides for the
+// images of that host. pod may be nil.
+//
+// A provider that fails contributes nothing, as in the kubelet; its error, a
+// *ProviderError, is returned joined with the others', next to whatever the other
+// providers returned.
+func (k *Keyring) LookupRepository(ctx context.Context, repo string, pod *Pod) ([]Credential, error) {
+	parsed, err := k.locations.parse(repo)
+	if err != nil {
+		return nil, fmt.Errorf("imagecred: invalid repository %q: %w", repo, err)
+	}
+	var (
+		kr   = keyring{locations: k.locations}
+		errs []error
+	)
+	for _, e := range k.entries {
+		if !e.matches(parsed) {
 			continue
 		}
-		if _, seen := k.creds[key]; !seen {
-			k.index = append(k.index, key)
-			if l, err := k.locations.parse(key); err == nil {
-				k.parsed[key] = l
-			}
+		req, resp, err := e.provide(ctx, repo, pod)
+		if err != nil {
+			errs = append(errs, &ProviderError{Provider: e.Config.Name, Path: e.Path, Image: repo, Err: err})
+			continue
 		}
-		k.creds[key] = append(k.creds[key], Credential{Key: key, Provider: provider, AuthConfig: auth[loc], ServiceAccount: sa})
+		kr.add(e.Config.Name, req.ServiceAccount.coordinates(), resp.Auth)
 	}
-	sort.Sort(sort.Reverse(sort.StringSlice(k.index)))
+	return kr.lookup(repo), errors.Join(errs...)
 }
 
-// authKey normalises a key of a response's auth map as docker's ResolveAuthConfig does.
-func (k *keyring) authKey(loc string) (string, bool) {
-	if !strings.HasPrefix(loc, "https://") && !strings.HasPrefix(loc, "http://") {
-		loc = "https://" + loc
+func (e *keyringEntry) matches(image location) bool {
+	for _, m := range e.patterns {
+		if ok, _ := m.match(image); ok {
+			return true
+		}
 	}
-	if v, ok := k.locations.authKeys.Load(loc); ok {
-		key := v.(string)
-		return key, key != ""
-	}
-	key, ok := authKey(loc)
-	k.locations.rememberKey(loc, key)
-	return key, ok
+	return false
 }
 
-func authKey(loc string) (string, bool) {
-	u, err := url.Parse(loc)
+func (e *keyringEntry) provide(ctx context.Context, image string, pod *Pod) (*Request, *Response, error) {
+	req, err := e.request(ctx, image, pod)
 	if err != nil {
-		return "", false
+		return nil, nil, err
 	}
-	p := u.Path
-	if strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/v2/") {
-		p = p[3:]
-	}
-	if p == "" || p == "/" {
-		return u.Host, true
-	}
-	return u.Host + p, true
+	resp, err := e.Provider.Provide(ctx, req)
+	return req, resp, err
 }
 
-// lookup returns the credentials whose key matches image, most specific key first, or the
-// index.docker.io credentials for a Docker Hub image when nothing matches.
-func (k *keyring) lookup(image string) []Credential {
-	var out []Credential
-	if target, err := k.locations.parse(image); err == nil {
-		for _, key := range k.index {
-			if glob, ok := k.parsed[key]; ok {
-				if ok, _ := glob.match(target); ok {
-					out = append(out, k.creds[key]...)
-				}
-			}
+// request builds the provider's request for image: for a provider with tokenAttributes,
+// with the pod's service account and the configured annotations it has. Where the kubelet
+// would not run the plugin (no service account although one is required, a required
+// annotation missing), it returns the reason, and no token is requested.
+func (e *keyringEntry) request(ctx context.Context, image string, pod *Pod) (*Request, error) {
+	req := &Request{Image: image}
+	ta := e.Config.TokenAttributes
+	if ta == nil || ta.ServiceAccountTokenAudience == "" {
+		return req, nil
+	}
+	if pod == nil || pod.ServiceAccountName == "" {
+		if ta.RequireServiceAccount != nil && *ta.RequireServiceAccount {
+			return nil, ErrNoServiceAccount
+		}
+		return req, nil
+	}
+	if e.ServiceAccounts == nil {
+		return nil, errServiceAccountsMissing
+	}
+	acct, err := e.ServiceAccounts.ServiceAccount(ctx, pod.Namespace, pod.ServiceAccountName)
+	if err != nil {
+		return nil, err
+	}
+	annotations := map[string]string{}
+	for _, k := range ta.RequiredServiceAccountAnnotationKeys {
+		v, ok := acct.Annotations[k]
+		if !ok {
+			return nil, fmt.Errorf("%w: service account %s/%s has no annotation %q", ErrRequiredAnnotation, pod.Namespace, pod.ServiceAccountName, k)
+		}
+		annotations[k] = v
+	}
+	for _, k := range ta.OptionalServiceAccountAnnotationKeys {
+		if v, ok := acct.Annotations[k]; ok {
+			annotations[k] = v
 		}
 	}
-	if len(out) == 0 && isDockerHub(image) {
-		out = slices.Clone(k.creds[dockerHubKey])
+	req.ServiceAccount = &ServiceAccountRequest{
+		Namespace: pod.Namespace, Name: pod.ServiceAccountName, UID: acct.UID, Annotations: annotations,
+		PodName: pod.Name, PodUID: pod.UID,
 	}
-	return out
+	return req, nil
+}
+
+// coordinates are what a credential obtained with sa's token reports; nil without one.
+func (sa *ServiceAccountRequest) coordinates() *ServiceAccountCoordinates {
+	if sa == nil {
+		return nil
+	}
+	return &ServiceAccountCoordinates{UID: string(sa.UID), Namespace: sa.Namespace, Name: sa.Name}
 }

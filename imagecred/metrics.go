@@ -1,9 +1,10 @@
 package imagecred
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/metrics"
 )
 
 // Metric names. The first three are the kubelet's (errors with the _total suffix of
@@ -16,7 +17,10 @@ const (
 	MetricCacheMisses    = "kplug_image_credential_cache_misses_total"
 )
 
-type metrics struct {
+// Metrics are the image credential metrics, labelled by provider name (plugin_name). Exec
+// observes every plugin run, WithCache counts hits and misses, and New records the config
+// hash. A nil *Metrics records nothing. Safe for concurrent use.
+type Metrics struct {
 	errors     *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	configInfo *prometheus.GaugeVec
@@ -24,10 +28,10 @@ type metrics struct {
 	misses     *prometheus.CounterVec
 }
 
-// newMetrics registers the collectors on reg (nil: they are kept but not exported). When
-// reg already has them, for example from another Keyring, those are shared.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+// NewMetrics creates the collectors and registers them on reg; nil keeps them unexported.
+// When reg already holds them (another Keyring registered them), the series are shared.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPluginErrors, Help: "Number of errors from credential provider plugin",
 		}, []string{"plugin_name"}),
@@ -45,54 +49,64 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: MetricCacheMisses, Help: "Lookups the credential cache could not answer, by provider",
 		}, []string{"plugin_name"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	m.errors, err = register(reg, m.errors)
-	if err == nil {
-		m.duration, err = register(reg, m.duration)
-	}
-	if err == nil {
-		m.configInfo, err = register(reg, m.configInfo)
-	}
-	if err == nil {
-		m.hits, err = register(reg, m.hits)
-	}
-	if err == nil {
-		m.misses, err = register(reg, m.misses)
-	}
-	return m, err
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	var already prometheus.AlreadyRegisteredError
-	if errors.As(err, &already) {
-		if existing, ok := already.ExistingCollector.(C); ok {
-			return existing, nil
+	for _, err := range []error{
+		metrics.Register(reg, &m.errors), metrics.Register(reg, &m.duration), metrics.Register(reg, &m.configInfo),
+		metrics.Register(reg, &m.hits), metrics.Register(reg, &m.misses),
+	} {
+		if err != nil {
+			return nil, err
 		}
 	}
-	return c, err
+	return m, nil
 }
 
-// setConfigHash shows only the latest hash, as the kubelet's collector does.
-func (m *metrics) setConfigHash(hash string) {
+// SetConfigHash records the hash of the configuration in use (Config.Hash). Only the
+// latest is shown, as the kubelet's collector does.
+func (m *Metrics) SetConfigHash(hash string) {
+	if m == nil {
+		return
+	}
 	m.configInfo.Reset()
 	m.configInfo.WithLabelValues(hash).Set(1)
 }
 
-// providerMetrics are one provider's series, resolved once.
+// providerMetrics are one provider's series, resolved once; the zero value records nothing.
+// Provider names come from the configuration, a bounded set.
 type providerMetrics struct {
 	errors, hits, misses prometheus.Counter
 	duration             prometheus.Observer
 }
 
-func (m *metrics) forProvider(name string) providerMetrics {
+func (m *Metrics) provider(name string) providerMetrics {
+	if m == nil {
+		return providerMetrics{}
+	}
 	return providerMetrics{
 		errors:   m.errors.WithLabelValues(name),
 		hits:     m.hits.WithLabelValues(name),
 		misses:   m.misses.WithLabelValues(name),
 		duration: m.duration.WithLabelValues(name),
+	}
+}
+
+// observeRun is the execplugin.Runner observer. Like the kubelet, it times every run and
+// counts the failures of the run itself (exit, timeout, start), not a caller's
+// cancellation nor an answer that does not decode.
+func (pm providerMetrics) observeRun(c execplugin.Call) {
+	pm.duration.Observe(c.Duration.Seconds())
+	if c.Status != execplugin.StatusOK && c.Status != execplugin.StatusCanceled {
+		pm.errors.Inc()
+	}
+}
+
+func (pm providerMetrics) hit() {
+	if pm.hits != nil {
+		pm.hits.Inc()
+	}
+}
+
+func (pm providerMetrics) miss() {
+	if pm.misses != nil {
+		pm.misses.Inc()
 	}
 }

@@ -40,13 +40,9 @@ func TestPluginGetsTheKubeletRequest(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("credentials (-want +got):\n%s", diff)
 	}
-	data, err := os.ReadFile(f.log("p"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	wantReq := `{"kind":"CredentialProviderRequest","apiVersion":"credentialprovider.kubelet.k8s.io/v1","image":"registry.io/team/app"}` + "\n"
-	if string(data) != wantReq {
-		t.Errorf("plugin stdin = %q, want %q", data, wantReq)
+	if calls := f.fake("p").Calls(); len(calls) != 1 || calls[0].Stdin != wantReq {
+		t.Errorf("plugin calls = %+v, want one with stdin %q", calls, wantReq)
 	}
 }
 
@@ -126,9 +122,8 @@ func TestCacheDuration(t *testing.T) {
 
 func TestConcurrentLookupsRunThePluginOnce(t *testing.T) {
 	f := newFixture(t)
-	release := filepath.Join(f.dir, "release")
 	p := f.provider("p", response("Image", "", regAuth))
-	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
+	f.fake("p").Hold()
 	k := f.keyring(Options{}, p)
 	const n = 8
 
@@ -143,11 +138,9 @@ func TestConcurrentLookupsRunThePluginOnce(t *testing.T) {
 			errs <- err
 		})
 	}
-	poll.Until(t, "every caller in the run", func() bool { return k.providers[0].flights.Waiters("registry.io/app") == n })
+	poll.Until(t, "every caller in the run", func() bool { return waiters(t, k, "registry.io/app") == n })
 	// The first caller's plugin may not have started yet; the others must be waiting for it.
-	if err := os.WriteFile(release, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f.fake("p").Release()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -186,7 +179,7 @@ func TestPluginFailures(t *testing.T) {
 			f := newFixture(t)
 			p := f.provider("p", tc.response)
 			if tc.fail {
-				p.Env[0].Value = "fail"
+				f.fake("p").Exit(3).Stderr("registry said no")
 			}
 			k := f.keyring(Options{}, p)
 			creds, err := k.Lookup(context.Background(), "registry.io/app", nil)
@@ -222,7 +215,7 @@ func TestPluginFailures(t *testing.T) {
 func TestFailureCache(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider("p", "")
-	p.Env[0].Value = "fail"
+	f.fake("p").Exit(3).Stderr("registry said no")
 	k := f.keyring(Options{FailureCacheTTL: time.Minute}, p)
 	for range 3 {
 		if _, err := k.Lookup(context.Background(), "registry.io/app", nil); err == nil || !strings.Contains(err.Error(), "registry said no") {
@@ -240,7 +233,7 @@ func TestFailureCache(t *testing.T) {
 }
 
 func TestFailureCacheIsBounded(t *testing.T) {
-	fc := &failureCache{ttl: time.Hour, size: 2, items: map[string]failure{}}
+	fc := WithFailureCache(nil, FailureCacheOptions{TTL: time.Hour, Size: 2}).(*failureCache)
 	now := time.Now()
 	for _, k := range []string{"a", "b", "c"} {
 		fc.put(k, errors.New(k), now)
@@ -253,7 +246,7 @@ func TestFailureCacheIsBounded(t *testing.T) {
 func TestTimeoutKillsThePlugin(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider("p", response("Image", "", regAuth))
-	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: filepath.Join(f.dir, "never")})
+	f.fake("p").Hold() // never released
 	k := f.keyring(Options{Timeout: 300 * time.Millisecond}, p)
 	_, err := k.Lookup(context.Background(), "registry.io/app", nil)
 	var timeout *execplugin.TimeoutError
@@ -297,7 +290,7 @@ func TestDockerHubFallback(t *testing.T) {
 	if len(got) != 1 || got[0].Username != "hub" || got[0].Key != "index.docker.io" {
 		t.Errorf("credentials for nginx = %+v, want the index.docker.io entry", got)
 	}
-	reqs := requests(t, f.log("hub"))
+	reqs := f.requests("hub")
 	if len(reqs) != 1 || !strings.Contains(reqs[0], `"image":"docker.io/library/nginx"`) {
 		t.Errorf("plugin requests %q, want the normalised docker.io/library/nginx", reqs)
 	}
@@ -370,12 +363,11 @@ func (f *fixture) counter(name, p string) float64 {
 
 func TestWaitingCallerHonoursItsContext(t *testing.T) {
 	f := newFixture(t)
-	release := filepath.Join(f.dir, "release")
 	p := f.provider("p", response("Image", "", regAuth))
-	p.Env = append(p.Env, kubeletv1.ExecEnvVar{Name: helperRelease, Value: release})
+	f.fake("p").Hold()
 	k := f.keyring(Options{}, p)
-	waiters := func(n int) func() bool {
-		return func() bool { return k.providers[0].flights.Waiters("registry.io/app") == n }
+	waiting := func(n int) func() bool {
+		return func() bool { return waiters(t, k, "registry.io/app") == n }
 	}
 
 	first := make(chan error, 1)
@@ -383,21 +375,19 @@ func TestWaitingCallerHonoursItsContext(t *testing.T) {
 		_, err := k.Lookup(context.Background(), "registry.io/app", nil)
 		first <- err
 	}()
-	poll.Until(t, "the first caller in the run", waiters(1))
+	poll.Until(t, "the first caller in the run", waiting(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	second := make(chan error, 1)
 	go func() {
 		_, err := k.Lookup(ctx, "registry.io/app", nil)
 		second <- err
 	}()
-	poll.Until(t, "the second caller in the run", waiters(2))
+	poll.Until(t, "the second caller in the run", waiting(2))
 	cancel()
 	if err := <-second; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled waiter: %v, want context.Canceled", err)
 	}
-	if err := os.WriteFile(release, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f.fake("p").Release()
 	if err := <-first; err != nil {
 		t.Errorf("first caller: %v", err)
 	}

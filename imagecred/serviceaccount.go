@@ -21,6 +21,16 @@ type Pod struct {
 	ServiceAccountName string
 }
 
+// GetPod reads a pod with client: its UID and service account, what Lookup needs to know
+// about the pod an image is pulled for.
+func GetPod(ctx context.Context, client kubernetes.Interface, namespace, name string) (*Pod, error) {
+	p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
+	}
+	return &Pod{Namespace: namespace, Name: name, UID: p.UID, ServiceAccountName: p.Spec.ServiceAccountName}, nil
+}
+
 // ServiceAccount is what a provider needs to know about the pod's service account.
 type ServiceAccount struct {
 	UID         types.UID

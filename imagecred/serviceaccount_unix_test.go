@@ -41,7 +41,7 @@ func TestServiceAccountTokenAndAnnotationsReachThePlugin(t *testing.T) {
 	}
 	wantReq := `{"kind":"CredentialProviderRequest","apiVersion":"credentialprovider.kubelet.k8s.io/v1","image":"registry.io/app",` +
 		`"serviceAccountToken":"token-pod-uid-1-a","serviceAccountAnnotations":{"domain.io/identity":"","domain.io/optional":"o"}}`
-	if diff := cmp.Diff([]string{wantReq}, requests(t, f.log("p"))); diff != "" {
+	if diff := cmp.Diff([]string{wantReq}, f.requests("p")); diff != "" {
 		t.Errorf("plugin requests (-want +got):\n%s", diff)
 	}
 	wantTR := []TokenRequest{{Namespace: "ns", ServiceAccount: "puller", ServiceAccountUID: "sa-uid", Audience: "registry.example", PodName: "pod-1", PodUID: "pod-uid-1"}}
@@ -83,7 +83,7 @@ func TestServiceAccountRequirements(t *testing.T) {
 				t.Errorf("a token was requested although the plugin was not run")
 			}
 			if tc.request != "" {
-				if diff := cmp.Diff([]string{tc.request}, requests(t, f.log("p"))); diff != "" {
+				if diff := cmp.Diff([]string{tc.request}, f.requests("p")); diff != "" {
 					t.Errorf("request (-want +got):\n%s", diff)
 				}
 			}
@@ -128,7 +128,7 @@ func TestServiceAccountCacheType(t *testing.T) {
 }
 
 func TestTokenEchoedAsPassword(t *testing.T) {
-	echo := response("Image", "", `{"registry.io":{"username":"u","password":"$TOKEN"}}`)
+	echo := response("Image", "", `{"registry.io":{"username":"u","password":"{{index .Request "serviceAccountToken"}}"}}`)
 	t.Run("rejected with cacheType ServiceAccount", func(t *testing.T) {
 		f := newFixture(t)
 		f.accounts.add("ns", "puller", "sa-uid", map[string]string{"domain.io/identity": "1"})

@@ -1,8 +1,3 @@
-// Package plugin is the SDK for image credential provider plugins: a plugin is a function
-// from a Request to a Response, and Run does the rest the kubelet (or imagecred) expects:
-// reading the CredentialProviderRequest from stdin in whichever version it comes, writing
-// the CredentialProviderResponse in the same version to stdout, and turning a returned error
-// into a message on stderr and a non-zero exit.
 package plugin
 
 import (
@@ -41,10 +36,10 @@ const (
 	CacheGlobal   CacheKeyType = "Global"   // every image the provider matches
 )
 
-// AuthConfig is a registry username and password.
+// AuthConfig is a registry username and password. The JSON names are the protocol's.
 type AuthConfig struct {
-	Username string
-	Password string
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 // Response is a plugin's answer.
@@ -57,7 +52,9 @@ type Response struct {
 	Auth map[string]AuthConfig
 }
 
-// Func is a plugin. It must be safe to call once per process; Run calls it once.
+// Func is a plugin. Run (and Main) call it once per process, as the kubelet runs a plugin
+// once per request. In-process, through imagecred.FuncProvider, it is called for every
+// request, concurrently, so a Func meant for both must be safe for concurrent use.
 type Func func(ctx context.Context, req *Request) (*Response, error)
 
 var codecs = func() serializer.CodecFactory {

@@ -1,11 +1,7 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -154,11 +149,9 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 		if err != nil {
 			return err
 		}
-		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("get pod %s: %w", o.pod, err)
+		if pod, err = imagecred.GetPod(ctx, client, ns, name); err != nil {
+			return err
 		}
-		pod = &imagecred.Pod{Namespace: ns, Name: name, UID: p.UID, ServiceAccountName: p.Spec.ServiceAccountName}
 		opts.ServiceAccounts = imagecred.NewServiceAccounts(client, imagecred.ServiceAccountsOptions{})
 	}
 	keyring, err := imagecred.New(opts)
@@ -175,7 +168,7 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 	if len(creds) == 0 {
 		g.log.Info("no provider returned credentials; the image would be pulled anonymously", "image", image)
 	}
-	_, err = cmd.OutOrStdout().Write(dockerConfigJSON(creds))
+	_, err = cmd.OutOrStdout().Write(imagecred.DockerConfigJSON(creds))
 	return err
 }
 
@@ -187,34 +180,6 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, invalidConfig(fmt.Errorf("kubeconfig: %w", err))
 	}
 	return kubernetes.NewForConfig(cfg)
-}
-
-// dockerConfigJSON writes {"auths":{...}} with keys in credential order, the first
-// credential of each key winning.
-func dockerConfigJSON(creds []imagecred.Credential) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"auths":{`)
-	seen := map[string]bool{}
-	for _, c := range creds {
-		if seen[c.Key] {
-			continue
-		}
-		if len(seen) > 0 {
-			b.WriteByte(',')
-		}
-		seen[c.Key] = true
-		key, _ := json.Marshal(c.Key)
-		entry, _ := json.Marshal(struct { //nolint:gosec // printing the credentials is the command's output
-			Username string `json:"username"`
-			Password string `json:"password"`
-			Auth     string `json:"auth"`
-		}{c.Username, c.Password, base64.StdEncoding.EncodeToString([]byte(c.Username + ":" + c.Password))})
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(entry)
-	}
-	b.WriteString("}}\n")
-	return b.Bytes()
 }
 
 // --- docker-helper
@@ -259,19 +224,7 @@ Only "get" is supported; providers that need a service account are skipped unles
 	return cmd
 }
 
-// errCredentialsNotFound is the docker-credential-helpers protocol's message for "no
-// credentials"; clients match it verbatim.
-const errCredentialsNotFound = "credentials not found in native keychain"
-
 func (o *dockerHelperOptions) get(ctx context.Context, g *globals, in io.Reader, out io.Writer) error {
-	line, err := bufio.NewReader(io.LimitReader(in, 64<<10)).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("read server URL from stdin: %w", err)
-	}
-	serverURL := strings.TrimSpace(line)
-	if serverURL == "" {
-		return errors.New("no server URL on stdin")
-	}
 	cfg, err := loadImageCredentialConfig(o.config)
 	if err != nil {
 		return err
@@ -286,42 +239,11 @@ func (o *dockerHelperOptions) get(ctx context.Context, g *globals, in io.Reader,
 	if err != nil {
 		return err
 	}
-	creds, err := keyring.LookupRepository(ctx, helperRepository(serverURL), nil)
-	if len(creds) == 0 {
-		if err != nil {
-			g.log.Warn("providers failed", "error", err)
-		}
-		// The protocol: the message on stdout, exit code 1.
-		_, _ = fmt.Fprintln(out, errCredentialsNotFound)
-		return errors.New(errCredentialsNotFound)
+	err = keyring.DockerHelperGet(ctx, in, out)
+	if notFound := (*imagecred.CredentialsNotFoundError)(nil); errors.As(err, &notFound) && notFound.Err != nil {
+		g.log.Warn("providers failed", "error", notFound.Err)
 	}
-	return json.NewEncoder(out).Encode(struct { //nolint:gosec // the helper protocol returns the secret on stdout
-		ServerURL string
-		Username  string
-		Secret    string
-	}{serverURL, creds[0].Username, creds[0].Password})
-}
-
-// helperRepository turns what a client passes a credential helper (a host, a URL such as
-// https://index.docker.io/v1/) into the repository string providers match against.
-func helperRepository(serverURL string) string {
-	s := serverURL
-	for _, scheme := range []string{"https://", "http://"} {
-		s = strings.TrimPrefix(s, scheme)
-	}
-	host, path, _ := strings.Cut(s, "/")
-	path = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(path, "v1/"), "v2/"), "/")
-	if path == "v1" || path == "v2" {
-		path = ""
-	}
-	switch host {
-	case "index.docker.io", "registry-1.docker.io":
-		host = "docker.io"
-	}
-	if path == "" {
-		return host
-	}
-	return host + "/" + path
+	return err
 }
 
 // --- plugin token-exchange

@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,93 +10,68 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kplug/kplug/internal/exectest"
 )
 
-// The test binary doubles as a provider plugin when pluginEnv is set (through the
-// provider's config env): "respond" prints pluginResponse after logging stdin to pluginLog;
-// "fail" exits 3.
-const (
-	pluginEnv      = "KPLUG_CLI_TEST_PLUGIN"
-	pluginLog      = "KPLUG_CLI_TEST_PLUGIN_LOG"
-	pluginResponse = "KPLUG_CLI_TEST_PLUGIN_RESPONSE"
-)
-
-// init rather than TestMain, so that other commands' tests in this package keep their own.
-func init() {
-	switch os.Getenv(pluginEnv) {
-	case "":
-		return
-	case "respond":
-		in, _ := readStdin()
-		if f, err := os.OpenFile(os.Getenv(pluginLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			_, _ = f.Write(in)
-			_ = f.Close()
-		}
-		fmt.Print(os.Getenv(pluginResponse))
-		os.Exit(0)
-	case "fail":
-		fmt.Fprint(os.Stderr, "no credentials for you")
-		os.Exit(3)
-	}
-	os.Exit(99)
-}
-
-func readStdin() ([]byte, error) {
-	var b bytes.Buffer
-	_, err := b.ReadFrom(os.Stdin)
-	return b.Bytes(), err
-}
+// init rather than TestMain, which another file of the package owns: provider plugins
+// are exectest fakes, the test binary re-executed.
+func init() { exectest.Main(nil) }
 
 type icFixture struct {
 	t      *testing.T
 	dir    string
 	config string
+	fakes  map[string]*exectest.Plugin
 }
 
-// newICFixture writes a config with the given providers (YAML list items, {{dir}} is the
-// fixture directory) and installs the test binary as each named plugin.
+// newICFixture installs a fake plugin as each of names and writes a config with the
+// given providers (YAML list items, see icProvider).
 func newICFixture(t *testing.T, names []string, providers string) *icFixture {
 	t.Helper()
-	f := &icFixture{t: t, dir: t.TempDir()}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := &icFixture{t: t, dir: t.TempDir(), fakes: map[string]*exectest.Plugin{}}
 	for _, n := range names {
-		if err := os.Symlink(exe, filepath.Join(f.dir, n)); err != nil {
+		fake := exectest.New(t)
+		if err := os.Symlink(fake.Path(), filepath.Join(f.dir, n)); err != nil {
 			t.Fatal(err)
 		}
+		var env []string
+		for _, e := range fake.Env() {
+			k, v, _ := strings.Cut(e, "=")
+			env = append(env, fmt.Sprintf("{name: %s, value: %q}", k, v))
+		}
+		providers = strings.ReplaceAll(providers, "{{env "+n+"}}", "["+strings.Join(env, ", ")+"]")
+		f.fakes[n] = fake
 	}
 	f.config = filepath.Join(f.dir, "config.yaml")
-	cfg := "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n" + strings.ReplaceAll(providers, "{{dir}}", f.dir)
+	cfg := "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n" + providers
 	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
-func (f *icFixture) execs(name string) int {
-	data, _ := os.ReadFile(filepath.Join(f.dir, name+".log"))
-	return bytes.Count(data, []byte("\n"))
-}
-
-func respondingProvider(name, match, auth string) string {
+// icProvider is a provider run by the fake plugin installed as name.
+func icProvider(name, match string) string {
 	return fmt.Sprintf(`- name: %[1]s
   matchImages: [%[2]q]
   defaultCacheDuration: 1h
   apiVersion: credentialprovider.kubelet.k8s.io/v1
-  env:
-  - {name: %[3]s, value: respond}
-  - {name: %[4]s, value: "{{dir}}/%[1]s.log"}
-  - name: %[5]s
-    value: '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","auth":%[6]s}'
-`, name, match, pluginEnv, pluginLog, pluginResponse, auth)
+  env: {{env %[1]s}}
+`, name, match)
 }
 
+// respond makes plugin name answer auth with cacheKeyType Registry.
+func (f *icFixture) respond(name, auth string) {
+	f.fakes[name].Stdout(`{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","auth":` + auth + `}`)
+}
+
+func (f *icFixture) execs(name string) int { return f.fakes[name].Runs() }
+
 func TestImageCredentialGet(t *testing.T) {
-	f := newICFixture(t, []string{"one", "two"},
-		respondingProvider("one", "*.registry.io", `{"a.registry.io":{"username":"one","password":"p1"}}`)+
-			respondingProvider("two", "*.registry.io", `{"a.registry.io/team":{"username":"two","password":"p2"},"a.registry.io":{"username":"two-host","password":"p3"}}`))
+	f := newICFixture(t, []string{"one", "two"}, icProvider("one", "*.registry.io")+icProvider("two", "*.registry.io"))
+	f.respond("one", `{"a.registry.io":{"username":"one","password":"p1"}}`)
+	f.respond("two", `{"a.registry.io/team":{"username":"two","password":"p2"},"a.registry.io":{"username":"two-host","password":"p3"}}`)
 	code, out, errOut := runIn(t, "", "image-credential", "get", "a.registry.io/team/app:v1", "--config", f.config, "--bin-dir", f.dir)
 	want := `{"auths":{"a.registry.io/team":{"username":"two","password":"p2","auth":"dHdvOnAy"},"a.registry.io":{"username":"one","password":"p1","auth":"b25lOnAx"}}}` + "\n"
 	if code != ExitOK || out != want {
@@ -110,12 +84,8 @@ func TestImageCredentialGet(t *testing.T) {
 }
 
 func TestImageCredentialGetFailures(t *testing.T) {
-	f := newICFixture(t, []string{"broken"}, `- name: broken
-  matchImages: ["registry.io"]
-  defaultCacheDuration: 1h
-  apiVersion: credentialprovider.kubelet.k8s.io/v1
-  env: [{name: `+pluginEnv+`, value: fail}]
-`)
+	f := newICFixture(t, []string{"broken"}, icProvider("broken", "registry.io"))
+	f.fakes["broken"].Exit(3).Stderr("no credentials for you")
 	code, out, errOut := runIn(t, "", "image-credential", "get", "registry.io/app", "--config", f.config, "--bin-dir", f.dir)
 	path := filepath.Join(f.dir, "broken")
 	want := fmt.Sprintf("Error: imagecred: provider \"broken\" (%s) for image \"registry.io/app\": plugin %q exited with code 3: no credentials for you\n", path, path)
@@ -138,7 +108,7 @@ func TestImageCredentialGetFailures(t *testing.T) {
 }
 
 func TestImageCredentialValidate(t *testing.T) {
-	valid := newICFixture(t, nil, respondingProvider("one", "registry.io", `{}`))
+	valid := newICFixture(t, []string{"one"}, icProvider("one", "registry.io"))
 	code, out, errOut := runIn(t, "", "image-credential", "validate", "--config", valid.config)
 	if code != ExitOK || !strings.HasPrefix(out, "valid (1 providers, config hash sha256:") || errOut != "" {
 		t.Errorf("valid config: code %d, stdout %q, stderr %q", code, out, errOut)
@@ -159,9 +129,9 @@ func TestImageCredentialValidate(t *testing.T) {
 }
 
 func TestDockerHelperGet(t *testing.T) {
-	f := newICFixture(t, []string{"hub", "reg"},
-		respondingProvider("hub", "docker.io", `{"https://index.docker.io/v1/":{"username":"hub","password":"h"}}`)+
-			respondingProvider("reg", "registry.io:5000", `{"registry.io:5000":{"username":"reg","password":"r"}}`))
+	f := newICFixture(t, []string{"hub", "reg"}, icProvider("hub", "docker.io")+icProvider("reg", "registry.io:5000"))
+	f.respond("hub", `{"https://index.docker.io/v1/":{"username":"hub","password":"h"}}`)
+	f.respond("reg", `{"registry.io:5000":{"username":"reg","password":"r"}}`)
 	cache := filepath.Join(f.dir, "cache")
 	args := []string{"image-credential", "docker-helper", "get", "--config", f.config, "--bin-dir", f.dir, "--cache-dir", cache}
 	for _, tc := range []struct{ in, want string }{
@@ -181,20 +151,6 @@ func TestDockerHelperGet(t *testing.T) {
 	code, out, _ := runIn(t, "quay.io\n", args...)
 	if code != ExitFailure || out != "credentials not found in native keychain\n" {
 		t.Errorf("unknown registry: code %d, stdout %q", code, out)
-	}
-}
-
-func TestHelperRepository(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://index.docker.io/v1/": "docker.io",
-		"index.docker.io":             "docker.io",
-		"registry.io:5000":            "registry.io:5000",
-		"https://registry.io/v2/":     "registry.io",
-		"http://registry.io/team/":    "registry.io/team",
-	} {
-		if got := helperRepository(in); got != want {
-			t.Errorf("helperRepository(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

@@ -15,14 +15,15 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/imagecred"
+	"github.com/kplug/kplug/internal/exectest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	kubeletplugin "k8s.io/kubernetes/pkg/credentialprovider/plugin"
 )
 
-// Two providers from one shell-script plugin: "cached" answers with cacheDuration 1h for
-// one registry, "uncached" with 0s for another, so every lookup of the latter executes
-// unless concurrent lookups share one execution.
+// Two providers, each an exectest fake: "cached" answers with cacheDuration 1h for one
+// registry, "uncached" with 0s for another, so every lookup of the latter executes unless
+// concurrent lookups share one execution. The verbs are the fakes' environments.
 const benchConfig = `apiVersion: kubelet.config.k8s.io/v1
 kind: CredentialProviderConfig
 providers:
@@ -30,45 +31,69 @@ providers:
   matchImages: ["cached.registry.io"]
   defaultCacheDuration: 1h
   apiVersion: credentialprovider.kubelet.k8s.io/v1
-  env: [{name: CACHE_DURATION, value: 1h}, {name: EXEC_LOG, value: "%[1]s/cached.log"}]
+  env: %[1]s
 - name: uncached
   matchImages: ["uncached.registry.io"]
   defaultCacheDuration: 0s
   apiVersion: credentialprovider.kubelet.k8s.io/v1
-  env: [{name: CACHE_DURATION, value: 0s}, {name: EXEC_LOG, value: "%[1]s/uncached.log"}]
+  env: %[2]s
 `
 
-const pluginScript = `#!/bin/sh
-cat > /dev/null
-echo x >> "$EXEC_LOG"
-printf '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"%s","auth":{"cached.registry.io":{"username":"u","password":"p"},"uncached.registry.io":{"username":"u","password":"p"}}}' "$CACHE_DURATION"
-`
+const answer = `{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"%s","auth":{"cached.registry.io":{"username":"u","password":"p"},"uncached.registry.io":{"username":"u","password":"p"}}}`
 
-// fixtureDir is the directory setup made, removed by TestMain.
-var fixtureDir string
+var (
+	setupOnce  sync.Once
+	setupErr   error
+	fixtureDir string // made by the first fixture, removed by TestMain
+)
 
-var setup = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "kplug-bench-")
-	if err != nil {
-		return "", err
+// setup makes the fixture directory: the test binary as each provider's plugin, and the
+// config, registered once with the kubelet, whose providers live in a process-wide
+// registry. The kubelet keeps each provider's environment from then on, so the fake
+// directory it names is a link in the fixture directory, pointed at each test's own fake.
+func setup(fakes map[string]*exectest.Plugin) error {
+	setupOnce.Do(func() {
+		if fixtureDir, setupErr = os.MkdirTemp("", "kplug-bench-"); setupErr != nil {
+			return
+		}
+		env := map[string]string{}
+		for name, fake := range fakes {
+			if setupErr = os.Symlink(fake.Path(), filepath.Join(fixtureDir, name)); setupErr != nil {
+				return
+			}
+			var entries []string
+			for _, e := range fake.Env() {
+				k, v, _ := strings.Cut(e, "=")
+				if k == exectest.Env {
+					v = filepath.Join(fixtureDir, name+".fake")
+				}
+				entries = append(entries, fmt.Sprintf("{name: %s, value: %q}", k, v))
+			}
+			env[name] = "[" + strings.Join(entries, ", ") + "]"
+		}
+		config := filepath.Join(fixtureDir, "config.yaml")
+		if setupErr = os.WriteFile(config, []byte(fmt.Sprintf(benchConfig, env["cached"], env["uncached"])), 0o600); setupErr != nil {
+			return
+		}
+		setupErr = kubeletplugin.RegisterCredentialProviderPlugins(config, fixtureDir, nil, nil)
+	})
+	if setupErr != nil {
+		return setupErr
 	}
-	fixtureDir = dir
-	for _, name := range []string{"cached", "uncached"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(pluginScript), 0o700); err != nil {
-			return "", err
+	for name, fake := range fakes {
+		link := filepath.Join(fixtureDir, name+".fake")
+		if err := os.Remove(link); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		if err := os.Symlink(fake.Dir, link); err != nil {
+			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(fmt.Sprintf(benchConfig, dir)), 0o600); err != nil {
-		return "", err
-	}
-	// The kubelet's providers live in a process-wide registry: register them once.
-	if err := kubeletplugin.RegisterCredentialProviderPlugins(filepath.Join(dir, "config.yaml"), dir, nil, nil); err != nil {
-		return "", err
-	}
-	return dir, nil
-})
+	return nil
+}
 
 func TestMain(m *testing.M) {
+	exectest.Main(nil)
 	code := m.Run()
 	if fixtureDir != "" {
 		_ = os.RemoveAll(fixtureDir)
@@ -76,29 +101,31 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func fixture(tb testing.TB) (dir string, kplug *imagecred.Keyring, kubelet credentialprovider.DockerKeyring) {
+// fixture returns tb's fake plugins, by provider name, a kplug Keyring and the kubelet's
+// keyring, both on the bench config.
+func fixture(tb testing.TB) (fakes map[string]*exectest.Plugin, kplug *imagecred.Keyring, kubelet credentialprovider.DockerKeyring) {
 	tb.Helper()
-	dir, err := setup()
+	fakes = map[string]*exectest.Plugin{
+		"cached":   exectest.New(tb).Stdout(fmt.Sprintf(answer, "1h")),
+		"uncached": exectest.New(tb).Stdout(fmt.Sprintf(answer, "0s")),
+	}
+	if err := setup(fakes); err != nil {
+		tb.Fatal(err)
+	}
+	kplug, err := imagecred.New(imagecred.Options{Config: benchKplugConfig(tb), BinDir: fixtureDir})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg, err := imagecred.LoadConfig(filepath.Join(dir, "config.yaml"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kplug, err = imagecred.New(imagecred.Options{Config: cfg, BinDir: dir})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return dir, kplug, kubeletplugin.NewExternalCredentialProviderDockerKeyring("", "", "", "")
+	return fakes, kplug, kubeletplugin.NewExternalCredentialProviderDockerKeyring("", "", "", "")
 }
 
-func execs(tb testing.TB, dir, provider string) int {
-	data, err := os.ReadFile(filepath.Join(dir, provider+".log"))
-	if err != nil && !os.IsNotExist(err) {
+func benchKplugConfig(tb testing.TB) *imagecred.Config {
+	tb.Helper()
+	cfg, err := imagecred.LoadConfig(filepath.Join(fixtureDir, "config.yaml"))
+	if err != nil {
 		tb.Fatal(err)
 	}
-	return strings.Count(string(data), "\n")
+	return cfg
 }
 
 // BenchmarkCacheHit is one lookup answered from the provider cache: the path every pull
@@ -133,10 +160,10 @@ func BenchmarkCacheHit(b *testing.B) {
 func BenchmarkConcurrentLookups(b *testing.B) {
 	const n = 16
 	const image = "uncached.registry.io/team/app"
-	dir, kplug, kubelet := fixture(b)
+	fakes, kplug, kubelet := fixture(b)
 	ctx := context.Background()
 	run := func(b *testing.B, lookup func()) {
-		before := execs(b, dir, "uncached")
+		before := fakes["uncached"].Runs()
 		for b.Loop() {
 			var start, done sync.WaitGroup
 			start.Add(1)
@@ -149,7 +176,7 @@ func BenchmarkConcurrentLookups(b *testing.B) {
 			start.Done()
 			done.Wait()
 		}
-		b.ReportMetric(float64(execs(b, dir, "uncached")-before)/float64(b.N), "execs/op")
+		b.ReportMetric(float64(fakes["uncached"].Runs()-before)/float64(b.N), "execs/op")
 	}
 	b.Run("kubelet", func(b *testing.B) { run(b, func() { kubelet.Lookup(image) }) })
 	b.Run("kplug", func(b *testing.B) { run(b, func() { _, _ = kplug.LookupRepository(ctx, image, nil) }) })
@@ -161,14 +188,11 @@ func BenchmarkConcurrentLookups(b *testing.B) {
 // iteration, so only kplug runs here.
 func BenchmarkConcurrentFirstPull(b *testing.B) {
 	const n = 16
-	dir, _, _ := fixture(b)
-	cfg, err := imagecred.LoadConfig(filepath.Join(dir, "config.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	before := execs(b, dir, "cached")
+	fakes, _, _ := fixture(b)
+	cfg := benchKplugConfig(b)
+	before := fakes["cached"].Runs()
 	for b.Loop() {
-		k, err := imagecred.New(imagecred.Options{Config: cfg, BinDir: dir})
+		k, err := imagecred.New(imagecred.Options{Config: cfg, BinDir: fixtureDir})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -178,17 +202,14 @@ func BenchmarkConcurrentFirstPull(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	b.ReportMetric(float64(execs(b, dir, "cached")-before)/float64(b.N), "execs/op")
+	b.ReportMetric(float64(fakes["cached"].Runs()-before)/float64(b.N), "execs/op")
 }
 
 // TestConfigHashMatchesKubelet compares imagecred's config hash with the one the kubelet
 // exports after registering the same file.
 func TestConfigHashMatchesKubelet(t *testing.T) {
-	dir, _, _ := fixture(t)
-	cfg, err := imagecred.LoadConfig(filepath.Join(dir, "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture(t)
+	cfg := benchKplugConfig(t)
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)

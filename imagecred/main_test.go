@@ -1,0 +1,14 @@
+package imagecred
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/kplug/kplug/internal/exectest"
+)
+
+func TestMain(m *testing.M) {
+	exectest.Main(nil) // provider plugins are exectest fakes: the test binary re-executed
+	goleak.VerifyTestMain(m)
+}
