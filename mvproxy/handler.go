@@ -37,7 +37,8 @@ type Options struct {
 	Identify func(*http.Request) (Caller, error)
 	// RefreshLocal, if set, is called when a resource is found on no server, so that a
 	// resource the local server started serving since the last refresh (a new CRD) is not
-	// answered with 404 or sent to a peer. It must limit how often it really refreshes.
+	// answered with 404 or sent to a peer. It must limit how often it really refreshes
+	// (sidecar.LocalCache.Refresh does).
 	RefreshLocal func(context.Context) error
 	// Metrics, if set, records the proxy's metrics.
 	Metrics *Metrics
