@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+
+	"github.com/kplug/kplug/mvproxy/discovery"
 )
 
 // PeerInfo is a peer as its Lease advertises it.
@@ -22,7 +24,7 @@ type Directory struct {
 	self string
 
 	mu          sync.RWMutex
-	local       *Document
+	local       *discovery.Document
 	peers       map[string]*peerEntry
 	peersSynced bool
 	generation  uint64 // changes whenever anything a merge reads changes
@@ -30,8 +32,8 @@ type Directory struct {
 
 type peerEntry struct {
 	info  PeerInfo
-	doc   *Document // nil until fetched, or after a restart whose discovery failed
-	stale bool      // the last refresh of doc failed
+	doc   *discovery.Document // nil until fetched, or after a restart whose discovery failed
+	stale bool                // the last refresh of doc failed
 }
 
 // NewDirectory returns an empty directory for the server with identity self.
@@ -43,7 +45,7 @@ func NewDirectory(self string) *Directory {
 func (d *Directory) Self() string { return d.self }
 
 // SetLocal records the local server's discovery.
-func (d *Directory) SetLocal(doc *Document) {
+func (d *Directory) SetLocal(doc *discovery.Document) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !sameDocument(d.local, doc) {
@@ -54,7 +56,7 @@ func (d *Directory) SetLocal(doc *Document) {
 
 // sameDocument reports whether two documents list the same; a periodic refresh that
 // finds nothing new must not invalidate the merged document.
-func sameDocument(a, b *Document) bool {
+func sameDocument(a, b *discovery.Document) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -62,7 +64,7 @@ func sameDocument(a, b *Document) bool {
 }
 
 // Local returns the local server's discovery, nil before the first SetLocal.
-func (d *Directory) Local() *Document {
+func (d *Directory) Local() *discovery.Document {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.local
@@ -93,7 +95,7 @@ func (d *Directory) SetPeer(info PeerInfo) bool {
 
 // SetPeerDocument records a peer's discovery, unless the peer has gone or restarted
 // since holder was read.
-func (d *Directory) SetPeerDocument(id, holder string, doc *Document) {
+func (d *Directory) SetPeerDocument(id, holder string, doc *discovery.Document) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.peers[id]
@@ -157,7 +159,7 @@ func (d *Directory) Synced() bool {
 }
 
 // Capable returns the peers whose discovery lists g, sorted by ID.
-func (d *Directory) Capable(g GVR) []PeerInfo {
+func (d *Directory) Capable(g discovery.GVR) []PeerInfo {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	var out []PeerInfo
@@ -170,9 +172,10 @@ func (d *Directory) Capable(g GVR) []PeerInfo {
 	return out
 }
 
-// metricLabels returns g when the local server or a peer lists it, and otherResource
-// otherwise, for the labels of a metric about a request the client named freely.
-func (d *Directory) metricLabels(g GVR) GVR {
+// MetricLabels returns g when the local server or a peer lists it, and other/other/other
+// otherwise: the labels of a metric about a request the client named freely, so that
+// clients cannot add series (see Metrics.ProxyError).
+func (d *Directory) MetricLabels(g discovery.GVR) discovery.GVR {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.local.Serves(g) {
@@ -186,12 +189,14 @@ func (d *Directory) metricLabels(g GVR) GVR {
 	return otherResource
 }
 
-// peerGroups returns the generation and the /apis documents of the peers with a known
-// discovery.
-func (d *Directory) peerGroups() (uint64, []ServerGroups) {
+// PeerGroups returns the /apis documents of the peers whose discovery is known, with the
+// versions of a peer whose last refresh failed marked Stale, and a generation that
+// changes whenever anything a merge reads changes (a peer's document, a peer joining,
+// restarting or leaving, the local document): the key of discovery.MergedHandler's
+// cache.
+func (d *Directory) PeerGroups() (generation uint64, peers []discovery.ServerGroups) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	var out []ServerGroups
 	for id, e := range d.peers {
 		if e.doc == nil || e.doc.Groups == nil {
 			continue
@@ -200,9 +205,9 @@ func (d *Directory) peerGroups() (uint64, []ServerGroups) {
 		if e.stale {
 			groups = markStale(groups)
 		}
-		out = append(out, ServerGroups{ID: id, Groups: groups})
+		peers = append(peers, discovery.ServerGroups{ID: id, Groups: groups})
 	}
-	return d.generation, out
+	return d.generation, peers
 }
 
 // markStale returns a copy of l whose versions are all Stale; resources are shared.

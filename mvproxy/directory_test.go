@@ -4,26 +4,28 @@ import (
 	"testing"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+
+	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 func TestDirectoryPeerLifecycle(t *testing.T) {
 	t.Parallel()
 	d := NewDirectory("self")
-	jobs := GVR{"batch", "v1", "jobs"}
+	jobs := gvr("batch", "v1", "jobs")
 	if !d.SetPeer(PeerInfo{ID: "p", Address: "127.0.0.1:1", Holder: "h1"}) {
 		t.Error("a new peer is not reported as new")
 	}
-	d.SetPeerDocument("p", "h1", doc("batch/v1/jobs"))
-	gen, _ := d.peerGroups()
+	d.SetPeerDocument("p", "h1", discoverytest.Document("batch/v1/jobs"))
+	gen, _ := d.PeerGroups()
 
 	// A refresh that finds the same document changes nothing a merge reads.
-	d.SetPeerDocument("p", "h1", doc("batch/v1/jobs"))
-	if g, _ := d.peerGroups(); g != gen {
+	d.SetPeerDocument("p", "h1", discoverytest.Document("batch/v1/jobs"))
+	if g, _ := d.PeerGroups(); g != gen {
 		t.Error("an identical refresh invalidated the merge")
 	}
 	// A failed refresh keeps the peer capable, with its versions Stale in the merge.
 	d.SetPeerStale("p", "h1")
-	g, peers := d.peerGroups()
+	g, peers := d.PeerGroups()
 	if g == gen || len(d.Capable(jobs)) != 1 {
 		t.Errorf("stale peer: generation %d (was %d), capable %v", g, gen, d.Capable(jobs))
 	}
@@ -34,12 +36,12 @@ func TestDirectoryPeerLifecycle(t *testing.T) {
 	if d.SetPeer(PeerInfo{ID: "p", Address: "127.0.0.1:1", Holder: "h2"}) != true {
 		t.Error("a restarted peer is not reported")
 	}
-	d.SetPeerDocument("p", "h1", doc("batch/v1/jobs"))
+	d.SetPeerDocument("p", "h1", discoverytest.Document("batch/v1/jobs"))
 	if len(d.Capable(jobs)) != 0 {
 		t.Error("a document of the previous holder was kept")
 	}
-	d.SetPeerDocument("p", "h2", doc("batch/v1/jobs"))
-	if _, peers := d.peerGroups(); peers[0].Groups.Items[0].Versions[0].Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent {
+	d.SetPeerDocument("p", "h2", discoverytest.Document("batch/v1/jobs"))
+	if _, peers := d.PeerGroups(); peers[0].Groups.Items[0].Versions[0].Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent {
 		t.Error("a successful fetch did not clear Stale")
 	}
 	d.RemovePeer("p")

@@ -1,7 +1,6 @@
 package mvproxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +10,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kplug/kplug/internal/reverseproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
 )
 
 // retryAfterSeconds is what a client is told to wait while the caches sync.
@@ -37,7 +37,8 @@ type Options struct {
 	Identify func(*http.Request) (Caller, error)
 	// RefreshLocal, if set, is called when a resource is found on no server, so that a
 	// resource the local server started serving since the last refresh (a new CRD) is not
-	// answered with 404 or sent to a peer. It must limit how often it really refreshes.
+	// answered with 404 or sent to a peer. It must limit how often it really refreshes
+	// (sidecar.LocalCache.Refresh does).
 	RefreshLocal func(context.Context) error
 	// Metrics, if set, records the proxy's metrics.
 	Metrics *Metrics
@@ -51,8 +52,7 @@ type Handler struct {
 	o      Options
 	log    *slog.Logger
 	peer   *httputil.ReverseProxy
-	merged atomic.Pointer[mergedEntry]
-	mu     sync.Mutex // serialises merges
+	merged *discovery.MergedHandler
 }
 
 // NewHandler checks o and returns the handler.
@@ -82,9 +82,10 @@ func NewHandler(o Options) (*Handler, error) {
 		Transport:      &failoverTransport{base: o.PeerTransport, metrics: o.Metrics, log: h.log},
 		ModifyResponse: h.recordPeerResponse,
 		ErrorHandler:   h.peerError,
-		ErrorLog:       slogErrorLog(h.log),
-		BufferPool:     newBufferPool(),
+		ErrorLog:       reverseproxy.ErrorLog(h.log),
+		BufferPool:     reverseproxy.BufferPool,
 	}
+	h.merged = &discovery.MergedHandler{Local: o.Local, Peers: o.Directory.PeerGroups, Observe: o.Metrics.mergedCache, Logger: h.log}
 	return h, nil
 }
 
@@ -92,7 +93,7 @@ type routeKey struct{}
 
 // routeState travels with a request forwarded to peers.
 type routeState struct {
-	gvr   GVR
+	gvr   discovery.GVR
 	peers []PeerInfo
 }
 
@@ -100,8 +101,8 @@ type routeState struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	caller, err := h.o.Identify(r)
 	if err != nil {
-		h.o.Metrics.proxyError(ErrorUnauthenticated, GVR{})
-		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "mvproxy: "+err.Error(), 0)
+		h.o.Metrics.ProxyError(ErrorUnauthenticated, discovery.GVR{})
+		reverseproxy.WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "mvproxy: "+err.Error(), 0)
 		return
 	}
 	proxied := caller.FromPeer && guardSet(r.Header)
@@ -112,18 +113,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withCaller(r.Context(), caller))
 
 	if r.URL.Path == "/apis" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		answer, err := negotiateDiscovery(r.Header.Get("Accept"))
+		answer, err := discovery.Negotiate(r.Header.Get("Accept"))
 		if err != nil {
-			writeStatus(w, http.StatusRequestHeaderFieldsTooLarge, metav1.StatusReasonBadRequest, err.Error(), 0)
+			reverseproxy.WriteStatus(w, http.StatusRequestHeaderFieldsTooLarge, metav1.StatusReasonBadRequest, "mvproxy: "+err.Error(), 0)
 			return
 		}
 		switch answer {
-		case answerMerged:
+		case discovery.Merged:
 			if !proxied {
 				h.serveMerged(w, r)
 				return
 			}
-		case answerLocal:
+		case discovery.Local:
 			h.o.Metrics.localDiscoveryRequest()
 		}
 		h.o.Local.ServeHTTP(w, r)
@@ -137,7 +138,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Local:
 		h.o.Local.ServeHTTP(w, r)
 	case NotReady:
-		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+		reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 			fmt.Sprintf("mvproxy: cannot route %s yet: %s", gvr, decision.Reason), retryAfterSeconds)
 	case Peer:
 		peers := h.o.Directory.Capable(key)
@@ -155,7 +156,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route fills in the input from the Directory and decides; key is what capable peers
 // must serve: the resource, or resource/subresource when only the subresource is missing
 // locally and a peer lists it.
-func (h *Handler) route(ctx context.Context, in RouteInput, gvr GVR, sub string) (Decision, GVR) {
+func (h *Handler) route(ctx context.Context, in RouteInput, gvr discovery.GVR, sub string) (Decision, discovery.GVR) {
 	if !in.IsResource || in.Proxied {
 		return Route(in), gvr
 	}
@@ -167,10 +168,10 @@ func (h *Handler) route(ctx context.Context, in RouteInput, gvr GVR, sub string)
 		in.LocalServes = local.Serves(gvr)
 		in.Synced = dir.Synced()
 		in.CapablePeers = len(dir.Capable(gvr))
-		if sub != "" && in.LocalServes && !local.Serves(gvr.withSubresource(sub)) {
+		if sub != "" && in.LocalServes && !local.Serves(gvr.Subresource(sub)) {
 			// A subresource added in another version (e.g. a new one on pods).
-			if n := len(dir.Capable(gvr.withSubresource(sub))); n > 0 {
-				key, in.LocalServes, in.CapablePeers = gvr.withSubresource(sub), false, n
+			if n := len(dir.Capable(gvr.Subresource(sub))); n > 0 {
+				key, in.LocalServes, in.CapablePeers = gvr.Subresource(sub), false, n
 			}
 		}
 	}
@@ -195,15 +196,7 @@ func rewritePeer(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = st.peers[0].Address
 	pr.Out.Host = ""
-	pr.SetXForwarded()
-	deleteGuard(pr.Out.Header)
-	pr.Out.Header.Set(ProxiedHeader, "true")
-	caller, _ := CallerFrom(pr.In.Context())
-	setIdentityHeaders(pr.Out.Header, caller.User)
-	if caller.User != nil {
-		// The peer learns the user from the headers; a token would be one more secret sent.
-		pr.Out.Header.Del("Authorization")
-	}
+	ForwardIdentity(pr, true)
 }
 
 func (h *Handler) recordPeerResponse(resp *http.Response) error {
@@ -221,7 +214,7 @@ func (h *Handler) peerError(w http.ResponseWriter, r *http.Request, err error) {
 	h.o.Metrics.reroutedRequest(strconv.Itoa(http.StatusServiceUnavailable), st.gvr)
 	h.log.Warn("no capable peer reachable", "resource", st.gvr.String(), "err", err)
 	// Peer addresses and dial errors go to the log, not to a client that may be anonymous.
-	writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+	reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 		fmt.Sprintf("mvproxy: %s is served by %d peer(s), none reachable; see the proxy's log", st.gvr, len(st.peers)), retryAfterSeconds)
 }
 
@@ -253,7 +246,7 @@ func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if err == nil {
 			return resp, nil
 		}
-		t.metrics.proxyError(ErrorPeerUnreachable, st.gvr)
+		t.metrics.ProxyError(ErrorPeerUnreachable, st.gvr)
 		t.log.Warn("peer unreachable", "peer", p.ID, "address", p.Address, "resource", st.gvr.String(), "err", err)
 		errs = append(errs, fmt.Errorf("peer %s at %s: %w", p.ID, p.Address, err))
 		if req.Context().Err() != nil || (body != nil && body.read) {
@@ -280,108 +273,17 @@ func (b *trackingBody) Read(p []byte) (int, error) {
 
 func (b *trackingBody) Close() error { return nil }
 
-// mergedEntry is a cached peer-aggregated document.
-type mergedEntry struct {
-	localETag  string
-	local      []byte // the local document, to merge again when only peers changed
-	generation uint64
-	body       []byte
-	etag       string
-}
-
-// serveMerged answers GET /apis with the peer-aggregated document. It first asks the
-// local handler, as the caller, for the local document (If-None-Match with the last
-// one's ETag), so that only callers allowed to read discovery get the merge, and the
-// local part is never stale.
+// serveMerged answers GET /apis with the peer-aggregated document once the caches have
+// synced: before, a merge without the peers would hide their groups from clients that
+// cache discovery.
 func (h *Handler) serveMerged(w http.ResponseWriter, r *http.Request) {
 	if !h.o.Directory.Synced() {
-		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+		reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 			"mvproxy: cannot serve peer-aggregated discovery yet: "+errNotSynced.Error(), retryAfterSeconds)
 		return
 	}
-	cached := h.merged.Load()
-	lr := r.Clone(r.Context())
-	lr.Method = http.MethodGet
-	lr.Header.Set("Accept", AcceptNoPeer)
-	lr.Header.Del("If-None-Match")
-	// The local document is read here, not relayed: with the client's Accept-Encoding, a
-	// large document would come back gzipped.
-	lr.Header.Del("Accept-Encoding")
-	if cached != nil {
-		lr.Header.Set("If-None-Match", cached.localETag)
-	}
-	rec := newCapture()
-	h.o.Local.ServeHTTP(rec, lr)
-
-	generation, peers := h.o.Directory.peerGroups()
-	var entry *mergedEntry
-	switch {
-	case rec.code == http.StatusNotModified && cached != nil && cached.generation == generation:
-		entry = cached
-		h.o.Metrics.mergedCache(true)
-	case rec.code == http.StatusNotModified && cached != nil:
-		entry = h.merge(cached.localETag, cached.local, generation, peers)
-	case rec.code == http.StatusOK:
-		localETag := rec.header.Get("ETag")
-		if cached != nil && localETag != "" && localETag == cached.localETag && cached.generation == generation {
-			entry = cached
-			h.o.Metrics.mergedCache(true)
-			break
-		}
-		body, err := rec.decodedBody(maxDiscoveryBytes)
-		if err != nil {
-			h.log.Error("reading the local aggregated discovery document", "err", err)
-			break
-		}
-		entry = h.merge(localETag, body, generation, peers)
-	default:
-		rec.copyTo(w) // 401, 403, 5xx: the caller gets the local server's answer
-		return
-	}
-	if entry == nil {
-		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError,
-			"mvproxy: the local server's aggregated discovery document could not be merged; see the proxy's log", 0)
-		return
-	}
-	hdr := w.Header()
-	hdr.Set("Content-Type", AcceptAggregated)
-	hdr.Set("ETag", entry.etag)
-	hdr.Set("Vary", "Accept")
-	hdr.Set("Cache-Control", "public")
-	if r.Header.Get("If-None-Match") == entry.etag {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	hdr.Set("Content-Length", strconv.Itoa(len(entry.body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(entry.body)
-	}
+	h.merged.ServeHTTP(w, r)
 }
 
-// merge builds and caches the merged document; nil if the local document is unreadable.
-// When no peer adds anything, the document is the local server's own, with its ETag, so
-// that a client sees the same ETag as from the local kube-apiserver.
-func (h *Handler) merge(localETag string, localBody []byte, generation uint64, peers []ServerGroups) *mergedEntry {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.o.Metrics.mergedCache(false)
-	local, err := ParseDiscovery(localBody)
-	if err != nil {
-		h.log.Error("local aggregated discovery unreadable", "err", err)
-		return nil
-	}
-	e := &mergedEntry{localETag: localETag, local: bytes.Clone(localBody), generation: generation}
-	merged := Merge(local, peers)
-	if len(merged.Items) == len(local.Items) && localETag != "" {
-		e.body, e.etag = e.local, localETag
-	} else if e.body, e.etag, err = encodeDiscovery(merged); err != nil {
-		h.log.Error("encoding merged discovery", "err", err)
-		return nil
-	}
-	if e.localETag == "" {
-		_, e.localETag, _ = encodeDiscovery(local)
-	}
-	h.merged.Store(e)
-	return e
-}
+// errNotSynced is returned while the caches have not been filled once.
+var errNotSynced = errors.New("mvproxy: discovery caches have not synced yet")

@@ -6,6 +6,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/kplug/kplug/mvproxy/discovery"
+	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // newFilter is the Handler as a filter in a k8s.io/apiserver-style chain: the caller comes
@@ -36,8 +39,8 @@ func TestHandlerBeforeSync(t *testing.T) {
 		wantRetry    bool
 	}{
 		{"/apis/batch/v1/jobs", "", http.StatusServiceUnavailable, true},
-		{"/apis", AcceptAggregated, http.StatusServiceUnavailable, true},
-		{"/apis", AcceptNoPeer, http.StatusTeapot, false},
+		{"/apis", discovery.AcceptAggregated, http.StatusServiceUnavailable, true},
+		{"/apis", discovery.AcceptNoPeer, http.StatusTeapot, false},
 		{"/healthz", "", http.StatusTeapot, false},
 		{"/apis/batch/v1", "", http.StatusTeapot, false},
 	}
@@ -54,7 +57,7 @@ func TestHandlerBeforeSync(t *testing.T) {
 		}
 	}
 	// Once the local discovery is known, what is local is served even before peers sync.
-	dir.SetLocal(doc("batch/v1/jobs"))
+	dir.SetLocal(discoverytest.Document("batch/v1/jobs"))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis/batch/v1/jobs", nil))
 	if rec.Code != http.StatusTeapot {
@@ -65,15 +68,15 @@ func TestHandlerBeforeSync(t *testing.T) {
 func TestHandlerRefreshesLocalOnMiss(t *testing.T) {
 	t.Parallel()
 	dir := NewDirectory("self")
-	dir.SetLocal(doc("batch/v1/jobs"))
+	dir.SetLocal(discoverytest.Document("batch/v1/jobs"))
 	dir.MarkPeersSynced()
 	dir.SetPeer(PeerInfo{ID: "peer", Address: "127.0.0.1:1", Holder: "h"})
-	dir.SetPeerDocument("peer", "h", doc("example.com/v1/widgets"))
+	dir.SetPeerDocument("peer", "h", discoverytest.Document("example.com/v1/widgets"))
 	refreshed := 0
 	h := newFilter(t, dir, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	h.o.RefreshLocal = func(context.Context) error {
 		refreshed++
-		dir.SetLocal(doc("batch/v1/jobs", "new.example.com/v1/things")) // a CRD created since
+		dir.SetLocal(discoverytest.Document("batch/v1/jobs", "new.example.com/v1/things")) // a CRD created since
 		return nil
 	}
 	rec := httptest.NewRecorder()
@@ -98,10 +101,10 @@ func TestHandlerRoutesNewSubresourceToPeer(t *testing.T) {
 	peer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
 	defer peer.Close()
 	dir := NewDirectory("self")
-	dir.SetLocal(doc("/v1/pods", "/v1/pods/status"))
+	dir.SetLocal(discoverytest.Document("/v1/pods", "/v1/pods/status"))
 	dir.MarkPeersSynced()
 	dir.SetPeer(PeerInfo{ID: "peer", Address: peer.Listener.Addr().String(), Holder: "h"})
-	dir.SetPeerDocument("peer", "h", doc("/v1/pods", "/v1/pods/status", "/v1/pods/resize"))
+	dir.SetPeerDocument("peer", "h", discoverytest.Document("/v1/pods", "/v1/pods/status", "/v1/pods/resize"))
 	h := newFilter(t, dir, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	h.peer.Transport.(*failoverTransport).base = peer.Client().Transport
 	for path, want := range map[string]int{

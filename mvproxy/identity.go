@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,6 +18,12 @@ const (
 	ProxiedHeader = "X-Kubernetes-Peer-Proxied"
 	// ReroutedHeader is the name KEP-4020 gives the same guard; accepted, never sent.
 	ReroutedHeader = "X-Kubernetes-Apiserver-Rerouted"
+
+	// DefaultPeerServerName is the name peers' serving certificates must hold by default:
+	// the name kube-apiserver's own peer proxy requires of its peers, which apiserver
+	// serving certificates carry and kubelet or workload certificates from the same CA do
+	// not. A PeerTransport verifies peers for it, whatever address their Lease names.
+	DefaultPeerServerName = "kubernetes.default.svc"
 
 	remoteUser       = "X-Remote-User"
 	remoteUID        = "X-Remote-Uid"
@@ -60,9 +67,10 @@ func isIdentityHeader(name string) bool {
 	return name == remoteUser || name == remoteUID || name == remoteGroup || strings.HasPrefix(name, remoteExtraStart)
 }
 
-// setIdentityHeaders removes every front-proxy identity header from h and, when u is not
-// nil, sets u's, so that no identity header a client sent survives.
-func setIdentityHeaders(h http.Header, u *Identity) {
+// SetIdentityHeaders removes every front-proxy identity header (X-Remote-User,
+// X-Remote-Uid, X-Remote-Group, X-Remote-Extra-*) from h and, when u is not nil, sets u's,
+// so that no identity header a client sent survives.
+func SetIdentityHeaders(h http.Header, u *Identity) {
 	for name := range h {
 		if isIdentityHeader(name) {
 			delete(h, name)
@@ -118,6 +126,28 @@ func guardSet(h http.Header) bool {
 func deleteGuard(h http.Header) {
 	h.Del(ProxiedHeader)
 	h.Del(ReroutedHeader)
+}
+
+// ForwardIdentity prepares pr.Out, a request sent on the caller's behalf to a server that
+// trusts this one's proxy client certificate: a peer, or the stock kube-apiserver behind
+// a sidecar. It sets X-Forwarded-*; it replaces the front-proxy identity headers with the
+// caller's (CallerFrom), and drops Authorization when the caller's user travels in them;
+// it sets the one-hop guard when guard is true or pr.In carries it, which behind a Handler
+// means that a trusted peer sent it, and removes it otherwise.
+func ForwardIdentity(pr *httputil.ProxyRequest, guard bool) {
+	pr.SetXForwarded()
+	guard = guard || guardSet(pr.In.Header)
+	deleteGuard(pr.Out.Header)
+	if guard {
+		pr.Out.Header.Set(ProxiedHeader, "true")
+	}
+	caller, _ := CallerFrom(pr.In.Context())
+	SetIdentityHeaders(pr.Out.Header, caller.User)
+	if caller.User != nil {
+		// The next server learns the user from the headers; a token would be one more
+		// secret sent.
+		pr.Out.Header.Del("Authorization")
+	}
 }
 
 // CertIdentifier tells callers apart by their TLS client certificate, as kube-apiserver

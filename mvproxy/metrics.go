@@ -1,9 +1,18 @@
 package mvproxy
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kplug/kplug/internal/metrics"
+	"github.com/kplug/kplug/mvproxy/discovery"
+)
 
 // Metrics are the mixed version proxy's Prometheus metrics, named as kube-apiserver names
-// them. A nil *Metrics records nothing.
+// them. The Handler records requests and discovery; the sidecar records its errors with
+// ProxyError. A nil *Metrics records nothing; it is safe for concurrent use.
 type Metrics struct {
 	rerouted       *prometheus.CounterVec
 	proxyErrors    *prometheus.CounterVec
@@ -22,6 +31,7 @@ const (
 )
 
 // NewMetrics creates the metrics and registers them with reg; a nil reg registers nothing.
+// A second NewMetrics on the same reg shares the first one's series.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		rerouted: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -45,12 +55,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Total number of aggregated discovery requests for the local document (profile=nopeer or profile=local).",
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.rerouted, m.proxyErrors, m.mergedHits, m.mergedMisses, m.localDiscovery} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := errors.Join(
+		metrics.Register(reg, &m.rerouted), metrics.Register(reg, &m.proxyErrors),
+		metrics.Register(reg, &m.mergedHits), metrics.Register(reg, &m.mergedMisses), metrics.Register(reg, &m.localDiscovery),
+	); err != nil {
+		return nil, fmt.Errorf("mvproxy: registering metrics: %w", err)
 	}
 	return m, nil
 }
@@ -58,31 +67,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // otherResource labels a request for a resource no server's discovery lists: such paths
 // are the client's to choose, and one series each would let anyone grow the registry
 // without bound. No API group is named "other" (a CRD's group holds a dot).
-var otherResource = GVR{Group: "other", Version: "other", Resource: "other"}
+var otherResource = discovery.GVR{Group: "other", Version: "other", Resource: "other"}
 
-// maxLabelLength caps a label value taken from discovery: the longest API group name
-// Kubernetes allows (a DNS subdomain).
-const maxLabelLength = 253
-
-func capLabel(v string) string {
-	if len(v) > maxLabelLength {
-		return v[:maxLabelLength]
-	}
-	return v
-}
-
-func (m *Metrics) reroutedRequest(code string, g GVR) {
+// ProxyError counts an error of type typ (one of the Error constants) in
+// apiserver_peer_proxy_errors_total. g is the resource concerned, GVR{} for none; it must
+// name a resource some server's discovery lists (see Directory.MetricLabels), never one a
+// client named unchecked. Label values are capped at 253 bytes, the longest API group
+// name.
+func (m *Metrics) ProxyError(typ string, g discovery.GVR) {
 	if m != nil {
-		m.rerouted.WithLabelValues(code, capLabel(g.Group), capLabel(g.Version), capLabel(g.Resource)).Inc()
+		m.proxyErrors.WithLabelValues(typ, metrics.Label(g.Group), metrics.Label(g.Version), metrics.Label(g.Resource)).Inc()
 	}
 }
 
-func (m *Metrics) proxyError(typ string, g GVR) {
+func (m *Metrics) reroutedRequest(code string, g discovery.GVR) {
 	if m != nil {
-		m.proxyErrors.WithLabelValues(typ, capLabel(g.Group), capLabel(g.Version), capLabel(g.Resource)).Inc()
+		m.rerouted.WithLabelValues(code, metrics.Label(g.Group), metrics.Label(g.Version), metrics.Label(g.Resource)).Inc()
 	}
 }
 
+// mergedCache suits discovery.MergedHandler.Observe.
 func (m *Metrics) mergedCache(hit bool) {
 	switch {
 	case m == nil:

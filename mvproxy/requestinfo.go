@@ -1,54 +1,45 @@
 package mvproxy
 
-import "strings"
+import (
+	"strings"
 
-// GVR names a resource by group, version and resource (without subresource). The core
-// group is "".
-type GVR struct {
-	Group, Version, Resource string
-}
-
-func (g GVR) String() string {
-	if g.Group == "" {
-		return g.Version + "/" + g.Resource
-	}
-	return g.Group + "/" + g.Version + "/" + g.Resource
-}
+	"github.com/kplug/kplug/mvproxy/discovery"
+)
 
 // ResourceOf returns the resource a request path addresses, with the rules kube-apiserver
 // uses to fill RequestInfo: /api/{version}/... for the core group, /apis/{group}/{version}/...
 // otherwise, an optional watch or proxy verb segment, an optional namespaces/{ns} scope.
 // It reports false for non-resource paths, including discovery (/api, /apis, /apis/{group},
 // /apis/{group}/{version}) and anything outside /api and /apis.
-func ResourceOf(path string) (GVR, bool) {
+func ResourceOf(path string) (discovery.GVR, bool) {
 	g, _, ok := resourceOf(path)
 	return g, ok
 }
 
 // resourceOf is ResourceOf that also returns the subresource, if any.
-func resourceOf(path string) (GVR, string, bool) {
+func resourceOf(path string) (discovery.GVR, string, bool) {
 	parts := splitPath(path)
 	if len(parts) < 3 {
-		return GVR{}, "", false
+		return discovery.GVR{}, "", false
 	}
-	var g GVR
+	var g discovery.GVR
 	switch parts[0] {
 	case "api":
 		parts = parts[1:]
 	case "apis":
 		parts = parts[1:]
 		if len(parts) < 3 {
-			return GVR{}, "", false
+			return discovery.GVR{}, "", false
 		}
 		g.Group, parts = parts[0], parts[1:]
 	default:
-		return GVR{}, "", false
+		return discovery.GVR{}, "", false
 	}
 	g.Version, parts = parts[0], parts[1:]
 	verb := false // watch and proxy take no subresource
 	if parts[0] == "watch" || parts[0] == "proxy" {
 		if len(parts) < 2 {
-			return GVR{}, "", false
+			return discovery.GVR{}, "", false
 		}
 		parts, verb = parts[1:], true
 	}
@@ -63,12 +54,6 @@ func resourceOf(path string) (GVR, string, bool) {
 		sub = parts[2]
 	}
 	return g, sub, g.Resource != ""
-}
-
-// withSubresource names resource/subresource as discovery indexes it.
-func (g GVR) withSubresource(sub string) GVR {
-	g.Resource += "/" + sub
-	return g
 }
 
 func splitPath(path string) []string {

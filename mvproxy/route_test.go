@@ -1,8 +1,9 @@
 package mvproxy
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/kplug/kplug/mvproxy/discovery"
 )
 
 func TestRoute(t *testing.T) {
@@ -35,32 +36,32 @@ func TestResourceOf(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		path string
-		want GVR
+		want discovery.GVR
 		ok   bool
 	}{
-		{"/api/v1/pods", GVR{"", "v1", "pods"}, true},
-		{"/api/v1/namespaces/default/pods/p1/log", GVR{"", "v1", "pods"}, true},
-		{"/api/v1/namespaces", GVR{"", "v1", "namespaces"}, true},
-		{"/api/v1/namespaces/ns1", GVR{"", "v1", "namespaces"}, true},
-		{"/api/v1/namespaces/ns1/status", GVR{"", "v1", "namespaces"}, true},
-		{"/api/v1/namespaces/ns1/finalize", GVR{"", "v1", "namespaces"}, true},
-		{"/api/v1/watch/namespaces/ns1/configmaps", GVR{"", "v1", "configmaps"}, true},
-		{"/apis/batch/v1/jobs", GVR{"batch", "v1", "jobs"}, true},
-		{"/apis/batch/v1/namespaces/default/jobs/j/status", GVR{"batch", "v1", "jobs"}, true},
-		{"/apis/batch/v1/watch/jobs", GVR{"batch", "v1", "jobs"}, true},
-		{"/apis/batch/v1/namespaces/default/jobs", GVR{"batch", "v1", "jobs"}, true},
-		{"/apis/apps/v1/proxy/namespaces/default/deployments/d", GVR{"apps", "v1", "deployments"}, true},
-		{"/apis", GVR{}, false},
-		{"/apis/batch", GVR{}, false},
-		{"/apis/batch/v1", GVR{}, false},
-		{"/apis/batch/v1/", GVR{}, false},
-		{"/api", GVR{}, false},
-		{"/api/v1", GVR{}, false},
-		{"/apis/batch/v1/watch", GVR{}, false},
-		{"/healthz", GVR{}, false},
-		{"/openapi/v3/apis/batch/v1", GVR{}, false},
-		{"/version", GVR{}, false},
-		{"", GVR{}, false},
+		{"/api/v1/pods", gvr("", "v1", "pods"), true},
+		{"/api/v1/namespaces/default/pods/p1/log", gvr("", "v1", "pods"), true},
+		{"/api/v1/namespaces", gvr("", "v1", "namespaces"), true},
+		{"/api/v1/namespaces/ns1", gvr("", "v1", "namespaces"), true},
+		{"/api/v1/namespaces/ns1/status", gvr("", "v1", "namespaces"), true},
+		{"/api/v1/namespaces/ns1/finalize", gvr("", "v1", "namespaces"), true},
+		{"/api/v1/watch/namespaces/ns1/configmaps", gvr("", "v1", "configmaps"), true},
+		{"/apis/batch/v1/jobs", gvr("batch", "v1", "jobs"), true},
+		{"/apis/batch/v1/namespaces/default/jobs/j/status", gvr("batch", "v1", "jobs"), true},
+		{"/apis/batch/v1/watch/jobs", gvr("batch", "v1", "jobs"), true},
+		{"/apis/batch/v1/namespaces/default/jobs", gvr("batch", "v1", "jobs"), true},
+		{"/apis/apps/v1/proxy/namespaces/default/deployments/d", gvr("apps", "v1", "deployments"), true},
+		{"/apis", discovery.GVR{}, false},
+		{"/apis/batch", discovery.GVR{}, false},
+		{"/apis/batch/v1", discovery.GVR{}, false},
+		{"/apis/batch/v1/", discovery.GVR{}, false},
+		{"/api", discovery.GVR{}, false},
+		{"/api/v1", discovery.GVR{}, false},
+		{"/apis/batch/v1/watch", discovery.GVR{}, false},
+		{"/healthz", discovery.GVR{}, false},
+		{"/openapi/v3/apis/batch/v1", discovery.GVR{}, false},
+		{"/version", discovery.GVR{}, false},
+		{"", discovery.GVR{}, false},
 	}
 	for _, tt := range tests {
 		got, ok := ResourceOf(tt.path)
@@ -89,66 +90,7 @@ func TestSubresourceOf(t *testing.T) {
 	}
 }
 
-func TestNegotiateDiscovery(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		accept string
-		want   discoveryAnswer
-	}{
-		{"", answerPassThrough},
-		{"application/json", answerPassThrough},
-		{"application/json;foo=bar", answerPassThrough},
-		{AcceptAggregated, answerMerged},
-		{AcceptAggregated + ",application/json", answerMerged},
-		// client-go 1.30 to 1.36
-		{AcceptAggregated + ",application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", answerMerged},
-		{AcceptNoPeer, answerLocal},
-		{AcceptAggregated + ";profile=local", answerLocal},
-		{AcceptAggregated + ";profile=foo", answerMerged},
-		// the apiserver's own loopback client
-		{AcceptNoPeer + "," + AcceptAggregated + ",application/json", answerLocal},
-		// spaces and quality, as in the KEP's example
-		{"application/json; q=0.5, application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList; q=0.9", answerMerged},
-		{"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0, application/json", answerPassThrough},
-		{"application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList," + AcceptAggregated, answerPassThrough},
-		{"application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList", answerPassThrough},
-		{"text/html, " + AcceptAggregated, answerMerged},
-	}
-	for _, tt := range tests {
-		if got, err := negotiateDiscovery(tt.accept); got != tt.want || err != nil {
-			t.Errorf("negotiateDiscovery(%q) = %v, %v; want %v", tt.accept, got, err, tt.want)
-		}
-	}
-}
-
-// FuzzNegotiateDiscovery: any Accept header is answered without panic; within the bounds,
-// a leading aggregated clause of quality 1 decides, whatever follows.
-func FuzzNegotiateDiscovery(f *testing.F) {
-	for _, seed := range []string{
-		"", "application/json", AcceptAggregated + ",application/json", AcceptNoPeer,
-		"application/json; q=0.5, application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList; q=0.9",
-		"application/json;q=2,text/html;q=NaN", strings.Repeat("a/b,", 40), ";;,=;q",
-	} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, accept string) {
-		_, err := negotiateDiscovery(accept)
-		within := len(accept) <= maxAcceptBytes && strings.Count(accept, ",")+1 <= maxMediaRanges
-		if (err == nil) != within {
-			t.Fatalf("%d bytes, %d ranges: error %v", len(accept), strings.Count(accept, ",")+1, err)
-		}
-		for prefix, want := range map[string]discoveryAnswer{AcceptNoPeer: answerLocal, AcceptAggregated: answerMerged} {
-			h := prefix + "," + accept
-			got, err := negotiateDiscovery(h)
-			if len(h) > maxAcceptBytes || strings.Count(h, ",")+1 > maxMediaRanges {
-				if err == nil {
-					t.Fatalf("%q over the bounds accepted", h)
-				}
-				continue
-			}
-			if got != want || err != nil {
-				t.Fatalf("negotiateDiscovery(%q) = %v, %v; want %v", h, got, err, want)
-			}
-		}
-	})
+// gvr is a discovery.GVR, short for the tables.
+func gvr(group, version, resource string) discovery.GVR {
+	return discovery.GVR{Group: group, Version: version, Resource: resource}
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // newHandler forwards every request to the upstream API server. hijackedClosed is told
@@ -43,7 +45,7 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 		},
 		Transport:     ua,
 		FlushInterval: -1, // watches and logs -f: every write reaches the client at once
-		BufferPool:    copyBuffers,
+		BufferPool:    reverseproxy.BufferPool,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if o.Logger != nil {
 				o.Logger.Warn("exec proxy: upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
@@ -54,23 +56,14 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		rec := reverseproxy.NewStatusRecorder(w)
 		// For an upgrade, the backend's end of the stream is recorded in pair, so that it can
 		// be closed when the client's end closes: TLS has no half-close to pass on.
 		pair := &upgradePair{clientClosed: hijackedClosed}
-		rp.ServeHTTP(&upgradeWatcher{statusRecorder: rec, pair: pair}, r.WithContext(context.WithValue(r.Context(), pairKey{}, pair)))
-		m.observe(r.Method, rec.code, time.Since(start))
+		rp.ServeHTTP(&upgradeWatcher{StatusRecorder: rec, pair: pair}, r.WithContext(context.WithValue(r.Context(), pairKey{}, pair)))
+		m.observe(r.Method, rec.Code, time.Since(start))
 	}), nil
 }
-
-// copyBuffers recycles the buffers ReverseProxy copies bodies through: without it each
-// request allocates 32 KiB.
-var copyBuffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-
-type bufferPool struct{ pool sync.Pool }
-
-func (p *bufferPool) Get() []byte  { return *p.pool.Get().(*[]byte) }
-func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // upstreamTransports returns the transport for ordinary requests (HTTP/2 when the server
 // offers it) and an HTTP/1.1-only one for upgrades: SPDY cannot run over HTTP/2.
@@ -188,12 +181,12 @@ func (p *upgradePair) closeBackend() {
 // upgradeWatcher hands out, on Hijack, a client connection that closes the backend's
 // end of the stream once the client's end is done.
 type upgradeWatcher struct {
-	*statusRecorder
+	*reverseproxy.StatusRecorder
 	pair *upgradePair
 }
 
 func (u *upgradeWatcher) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, rw, err := http.NewResponseController(u.statusRecorder).Hijack()
+	conn, rw, err := http.NewResponseController(u.StatusRecorder).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -201,7 +194,7 @@ func (u *upgradeWatcher) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // Unwrap lets http.ResponseController reach Flush.
-func (u *upgradeWatcher) Unwrap() http.ResponseWriter { return u.statusRecorder }
+func (u *upgradeWatcher) Unwrap() http.ResponseWriter { return u.StatusRecorder }
 
 type clientEnd struct {
 	net.Conn
@@ -227,19 +220,6 @@ func (c *clientEnd) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach Flush and Hijack.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // writeStatus answers with a Kubernetes Status object, which clients print as they are.
 func writeStatus(w http.ResponseWriter, code int, msg string) {

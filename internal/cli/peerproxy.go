@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/sidecar"
 )
 
 type peerproxyOptions struct {
@@ -83,78 +82,34 @@ find each other through identity Leases in --lease-namespace.`,
 }
 
 func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
-	cfg, err := o.config(g.log)
-	if err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	metrics, err := mvproxy.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
-	cfg.side.Metrics = metrics
-	sidecar, err := mvproxy.NewSidecar(cfg.side)
+	opts, err := o.sidecarOptions(g.log)
+	if err != nil {
+		return err
+	}
+	opts.Metrics = metrics
+	s, err := sidecar.New(opts)
 	if err != nil {
 		return invalidConfig(err)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("peerproxy: listening on %s: %w", o.listen, err)
-	}
-	serverTLS := mvproxy.ServerTLSConfig(tls.Certificate{})
-	serverTLS.Certificates, serverTLS.GetCertificate = nil, cfg.getCertificate // rotated files are picked up
-	servers := []*http.Server{mvproxy.NewServer(sidecar, serverTLS, slog.NewLogLogger(g.log.Handler(), slog.LevelDebug))}
-	listeners := []net.Listener{tls.NewListener(ln, servers[0].TLSConfig)}
 	if o.metricsAddr != "" {
-		mln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.metricsAddr)
+		stop, err := serveMetrics(o.metricsAddr, reg)
 		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("peerproxy: listening for metrics on %s: %w", o.metricsAddr, err)
+			return err
 		}
-		servers = append(servers, metricsServer(reg))
-		listeners = append(listeners, mln)
-		g.log.Info("serving metrics", "address", mln.Addr().String())
+		defer stop()
+		g.log.Info("serving metrics", "address", o.metricsAddr)
 	}
-	g.log.Info("peerproxy serving", "address", ln.Addr().String(), "id", cfg.side.ID, "advertise", cfg.side.Address, "apiserver", cfg.side.LocalURL)
-
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	errc := make(chan error, len(servers))
-	for i, s := range servers {
-		wg.Go(func() {
-			if err := s.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-				stop()
-			}
-		})
-	}
-	wg.Go(func() { sidecar.Run(runCtx) })
-	<-runCtx.Done()
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownMax)
-	defer cancel()
-	for _, s := range servers {
-		if err := s.Shutdown(shutdownCtx); err != nil {
-			_ = s.Close() // watches still open after the grace period
-		}
-	}
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("peerproxy: serving: %w", err)
-	default:
-		g.log.Info("peerproxy stopped")
-		return nil
-	}
+	return s.Serve(ctx)
 }
 
-type peerproxyConfig struct {
-	side           mvproxy.SidecarOptions
-	getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-}
-
-// config reads and checks every file and flag; its errors are configuration errors.
-func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
+// sidecarOptions reads and checks every file and flag; its errors are configuration
+// errors.
+func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, error) {
 	var errs []error
 	need := func(v, flag string) {
 		if v == "" {
@@ -169,23 +124,22 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	need(o.proxyKey, "proxy-client-key-file")
 	need(o.peerCA, "peer-ca-file")
 	if len(errs) > 0 {
-		return nil, invalidConfig(errors.Join(errs...))
+		return sidecar.Options{}, invalidConfig(errors.Join(errs...))
 	}
 	if (o.peerCert == "") != (o.peerKey == "") {
 		errs = append(errs, errors.New("--peer-tls-cert-file and --peer-tls-private-key-file go together"))
 	}
-	c := &peerproxyConfig{}
-	serving, err := mvproxy.LoadCertificateFiles(o.tlsCert, o.tlsKey)
+	serving, err := sidecar.LoadCertificateFiles(o.tlsCert, o.tlsKey)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err))
 	}
-	var peerServing *mvproxy.CertificateFiles
+	var peerServing *sidecar.CertificateFiles
 	if o.peerCert != "" && o.peerKey != "" {
-		if peerServing, err = mvproxy.LoadCertificateFiles(o.peerCert, o.peerKey); err != nil {
+		if peerServing, err = sidecar.LoadCertificateFiles(o.peerCert, o.peerKey); err != nil {
 			errs = append(errs, fmt.Errorf("--peer-tls-cert-file/--peer-tls-private-key-file: %w", err))
 		}
 	}
-	proxyCert, err := mvproxy.LoadCertificateFiles(o.proxyCert, o.proxyKey)
+	proxyCert, err := sidecar.LoadCertificateFiles(o.proxyCert, o.proxyKey)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err))
 	}
@@ -208,29 +162,24 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
 	}
-	advertise := o.advertise
-	if advertise == "" {
-		if host, _, err := net.SplitHostPort(o.listen); err == nil && host != "" && !net.ParseIP(host).IsUnspecified() {
-			advertise = o.listen
-		} else {
-			errs = append(errs, fmt.Errorf("--advertise-address is required when --listen-address %q names no host", o.listen))
-		}
+	if host, _, err := net.SplitHostPort(o.listen); o.advertise == "" && (err != nil || host == "" || net.ParseIP(host).IsUnspecified()) {
+		errs = append(errs, fmt.Errorf("--advertise-address is required when --listen-address %q names no host", o.listen))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, invalidConfig(err)
+		return sidecar.Options{}, invalidConfig(err)
 	}
 	restCfg.QPS, restCfg.Burst = 20, 40
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		return nil, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+		return sidecar.Options{}, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
 	}
 	localClient, err := rest.HTTPClientFor(restCfg)
 	if err != nil {
-		return nil, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+		return sidecar.Options{}, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
 	}
 	localTLS, err := rest.TLSConfigFor(restCfg)
 	if err != nil {
-		return nil, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+		return sidecar.Options{}, invalidConfig(fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
 	}
 	var localRoots *x509.CertPool
 	if localTLS != nil {
@@ -239,28 +188,29 @@ func (o *peerproxyOptions) config(log *slog.Logger) (*peerproxyConfig, error) {
 	id := o.id
 	if id == "" {
 		if id, err = defaultPeerID(); err != nil {
-			return nil, err
+			return sidecar.Options{}, err
 		}
 	}
-	var peerGet func() (*tls.Certificate, error)
+	var getPeer func() (*tls.Certificate, error)
 	if peerServing != nil {
-		peerGet = peerServing.Get
+		getPeer = peerServing.Get
 	}
-	c.getCertificate = mvproxy.PeerCertificate(o.peerServerName, peerGet, serving.Get)
-	c.side = mvproxy.SidecarOptions{
-		ID: id, Address: advertise, Namespace: o.namespace,
+	return sidecar.Options{
+		ID: id, ListenAddress: o.listen, Address: o.advertise, Namespace: o.namespace,
+		GetServingCertificate: serving.Get, GetPeerCertificate: getPeer,
 		LocalURL: strings.TrimSuffix(restCfg.Host, "/"), LocalRootCAs: localRoots, LocalClient: localClient, Client: client,
-		GetProxyClientCert: proxyCert.Get, PeerRootCAs: peerCAs, PeerServerName: o.peerServerName,
+		GetProxyClientCertificate: proxyCert.Get, PeerRootCAs: peerCAs, PeerServerName: o.peerServerName,
 		Identifier:    &mvproxy.CertIdentifier{ClientCAs: clientCAs, RequestHeaderCAs: rhCAs, AllowedNames: o.allowedNames},
 		LeaseDuration: o.leaseDuration, LocalRefresh: o.localRefresh, PeerRefresh: o.peerRefresh, PeerTimeout: o.peerTimeout,
-		Logger: log,
-	}
-	return c, nil
+		ShutdownTimeout: o.shutdownMax,
+		Logger:          log,
+	}, nil
 }
 
-// checkPeerCertificate refuses a setup whose peers would refuse this sidecar: the
-// certificate it presents to peers must verify with the peer CA for the peer server name.
-func checkPeerCertificate(o *peerproxyOptions, serving, peer *mvproxy.CertificateFiles, roots *x509.CertPool) error {
+// checkPeerCertificate refuses a setup whose peers would refuse this sidecar, naming the
+// flags to change: the certificate it presents to peers must verify with the peer CA for
+// the peer server name.
+func checkPeerCertificate(o *peerproxyOptions, serving, peer *sidecar.CertificateFiles, roots *x509.CertPool) error {
 	flag, files := "--tls-cert-file", serving
 	if peer != nil {
 		flag, files = "--peer-tls-cert-file", peer
@@ -269,18 +219,7 @@ func checkPeerCertificate(o *peerproxyOptions, serving, peer *mvproxy.Certificat
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		return fmt.Errorf("%s: %w", flag, err)
-	}
-	inter := x509.NewCertPool()
-	for _, der := range cert.Certificate[1:] {
-		if c, err := x509.ParseCertificate(der); err == nil {
-			inter.AddCert(c)
-		}
-	}
-	_, err = leaf.Verify(x509.VerifyOptions{DNSName: o.peerServerName, Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	if err != nil {
+	if err := sidecar.VerifyPeerCertificate(cert, roots, o.peerServerName); err != nil {
 		return fmt.Errorf("%s: peers would refuse this sidecar: the certificate does not verify with --peer-ca-file for --peer-server-name %q (%w); issue one from the peer CA for that name", flag, o.peerServerName, err)
 	}
 	return nil

@@ -1,19 +1,13 @@
 package cli
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/kplug/kplug/internal/testpki"
 )
 
 func TestPeerproxyInvalidConfigurationExitsTwo(t *testing.T) {
@@ -67,34 +61,19 @@ func TestPeerproxyInvalidConfigurationExitsTwo(t *testing.T) {
 	}
 }
 
-// writeCert writes a self-signed CA and a serving certificate it signs for names into dir,
-// returning the CA file and the certificate and key files.
+// writeCert writes into dir a CA, prefix-ca.crt, and a serving certificate it signs for
+// names, prefix.crt and prefix.key, and returns the three files.
 func writeCert(t *testing.T, dir, prefix string, names ...string) (caFile, certFile, keyFile string) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: prefix + " CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	ca, err := testpki.NewCA(dir, prefix+"-ca", prefix+" CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: prefix},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: names,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, key.Public(), caKey)
+	kp, err := ca.IssueServing(prefix, names...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	caFile, certFile, keyFile = filepath.Join(dir, prefix+"-ca.crt"), filepath.Join(dir, prefix+".crt"), filepath.Join(dir, prefix+".key")
-	for f, b := range map[string]*pem.Block{caFile: {Type: "CERTIFICATE", Bytes: caDER}, certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "PRIVATE KEY", Bytes: keyDER}} {
-		if err := os.WriteFile(f, pem.EncodeToMemory(b), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return caFile, certFile, keyFile
+	return ca.File, kp.CertFile, kp.KeyFile
 }
 
 // The certificate a sidecar presents to peers must verify with the peer CA for the peer

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
 )
 
 // TestFilterInAPIServerChain uses the filter as a k8s.io/apiserver-based server would:
@@ -28,10 +29,10 @@ func TestFilterInAPIServerChain(t *testing.T) {
 	peerURL, _ := url.Parse(peer.URL)
 
 	dir := mvproxy.NewDirectory("self")
-	dir.SetLocal(mvproxy.NewDocument(list(groups(0, 1, 0)), nil))
+	dir.SetLocal(discovery.NewDocument(list(groups(0, 1, 0)), nil))
 	dir.MarkPeersSynced()
 	dir.SetPeer(mvproxy.PeerInfo{ID: "peer", Address: peerURL.Host, Holder: "h"})
-	dir.SetPeerDocument("peer", "h", mvproxy.NewDocument(list(groups(1, 1, 1)), nil))
+	dir.SetPeerDocument("peer", "h", discovery.NewDocument(list(groups(1, 1, 1)), nil))
 
 	local := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served locally") })
 	filter, err := mvproxy.NewHandler(mvproxy.Options{

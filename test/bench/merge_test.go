@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 
 	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
 )
 
 // groups builds n groups of 2 versions with 5 resources each; the first shift groups are
@@ -54,7 +55,7 @@ func (p peers) GetPeerResources() map[string][]apidiscoveryv2.APIGroupDiscovery 
 func BenchmarkMergedDiscovery(b *testing.B) {
 	local := groups(0, 100, 5)
 	remote := peers{"b": groups(1, 100, 5), "c": groups(2, 100, 5)}
-	kplugServers := []mvproxy.ServerGroups{{ID: "a", Groups: list(local)}, {ID: "b", Groups: list(remote["b"])}, {ID: "c", Groups: list(remote["c"])}}
+	kplugServers := []discovery.ServerGroups{{ID: "a", Groups: list(local)}, {ID: "b", Groups: list(remote["b"])}, {ID: "c", Groups: list(remote["c"])}}
 
 	rm := aggregated.NewResourceManager("apis")
 	rm.SetGroups(local)
@@ -71,7 +72,7 @@ func BenchmarkMergedDiscovery(b *testing.B) {
 	b.Run("build/kplug", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			data, err := json.Marshal(mvproxy.Merge(kplugServers[0].Groups, kplugServers[1:]))
+			data, err := json.Marshal(discovery.Merge(kplugServers[0].Groups, kplugServers[1:]))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -86,11 +87,11 @@ func BenchmarkMergedDiscovery(b *testing.B) {
 	})
 	b.Run("cached/kplug", func(b *testing.B) {
 		dir := mvproxy.NewDirectory("a")
-		dir.SetLocal(mvproxy.NewDocument(list(local), nil))
+		dir.SetLocal(discovery.NewDocument(list(local), nil))
 		dir.MarkPeersSynced()
 		for id, g := range remote {
 			dir.SetPeer(mvproxy.PeerInfo{ID: id, Address: "127.0.0.1:1", Holder: "h"})
-			dir.SetPeerDocument(id, "h", mvproxy.NewDocument(list(g), nil))
+			dir.SetPeerDocument(id, "h", discovery.NewDocument(list(g), nil))
 		}
 		h, err := mvproxy.NewHandler(mvproxy.Options{
 			Local: rm, Directory: dir, PeerTransport: http.DefaultTransport,
@@ -114,7 +115,7 @@ func serve(b *testing.B, h http.Handler) {
 	for b.Loop() {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/apis", nil)
-		req.Header.Set("Accept", mvproxy.AcceptAggregated)
+		req.Header.Set("Accept", discovery.AcceptAggregated)
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK || rec.Body.Len() == 0 {
 			b.Fatalf("status %d", rec.Code)
@@ -131,7 +132,7 @@ func TestSecurityMergedETagMatchesUpstream(t *testing.T) {
 	rm := aggregated.NewResourceManager("apis")
 	rm.SetGroups(local)
 	dir := mvproxy.NewDirectory("a")
-	dir.SetLocal(mvproxy.NewDocument(list(local), nil))
+	dir.SetLocal(discovery.NewDocument(list(local), nil))
 	dir.MarkPeersSynced()
 	h, err := mvproxy.NewHandler(mvproxy.Options{
 		Local: rm, Directory: dir, PeerTransport: http.DefaultTransport,
@@ -144,12 +145,12 @@ func TestSecurityMergedETagMatchesUpstream(t *testing.T) {
 		t.Helper()
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/apis", nil)
-		req.Header.Set("Accept", mvproxy.AcceptAggregated)
+		req.Header.Set("Accept", discovery.AcceptAggregated)
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
-		l, err := mvproxy.ParseDiscovery(rec.Body.Bytes())
+		l, err := discovery.Parse(rec.Body.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +165,7 @@ func TestSecurityMergedETagMatchesUpstream(t *testing.T) {
 	// A peer adds a group (named to sort last, as upstream orders groups of equal
 	// priority by name).
 	dir.SetPeer(mvproxy.PeerInfo{ID: "b", Address: "127.0.0.1:1", Holder: "h"})
-	dir.SetPeerDocument("b", "h", mvproxy.NewDocument(list(groups(1, 1, 1)), nil))
+	dir.SetPeerDocument("b", "h", discovery.NewDocument(list(groups(1, 1, 1)), nil))
 	gotETag, merged := get(h)
 	if len(merged.Items) != len(local)+1 {
 		t.Fatalf("merged %d groups, want %d", len(merged.Items), len(local)+1)

@@ -25,7 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kplug/kplug/mvproxy"
+	mvdiscovery "github.com/kplug/kplug/mvproxy/discovery"
+	mvsidecar "github.com/kplug/kplug/mvproxy/sidecar"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -78,7 +79,7 @@ func startFakePeer(t *testing.T, kp *framework.KeyPair, group string) *fakePeer 
 			if r.URL.Path == "/api" {
 				l = &core
 			}
-			w.Header().Set("Content-Type", mvproxy.AcceptAggregated)
+			w.Header().Set("Content-Type", mvdiscovery.AcceptAggregated)
 			_ = json.NewEncoder(w).Encode(l)
 			return
 		}
@@ -111,8 +112,8 @@ func createPeerLease(ctx context.Context, t *testing.T, cp *framework.ControlPla
 	}
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: leaseNamespace,
-			Labels:      map[string]string{mvproxy.LeaseLabel: mvproxy.LeaseLabelValue},
-			Annotations: map[string]string{mvproxy.AddressAnnotation: addr}},
+			Labels:      map[string]string{mvsidecar.LeaseLabel: mvsidecar.LeaseLabelValue},
+			Annotations: map[string]string{mvsidecar.AddressAnnotation: addr}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_1"), LeaseDurationSeconds: ptr.To(int32(3600)),
 			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
 	}

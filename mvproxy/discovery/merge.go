@@ -1,4 +1,4 @@
-package mvproxy
+package discovery
 
 import (
 	"cmp"
@@ -33,7 +33,7 @@ type ServerGroups struct {
 // concurrently.
 func Merge(local *apidiscoveryv2.APIGroupDiscoveryList, peers []ServerGroups) *apidiscoveryv2.APIGroupDiscoveryList {
 	out := &apidiscoveryv2.APIGroupDiscoveryList{}
-	out.Kind, out.APIVersion = discoveryList, discoveryGroup+"/"+discoveryVersion
+	out.Kind, out.APIVersion = listKind, listGroup+"/"+listVersion
 	localNames := map[string]bool{}
 	if local != nil {
 		out.Items = slices.Clone(local.Items)

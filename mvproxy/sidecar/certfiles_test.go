@@ -1,25 +1,26 @@
-package mvproxy
+package sidecar
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kplug/kplug/internal/testpki"
 )
 
-func writePair(t *testing.T, dir string, ca *testCA, cn string) {
+// writePair writes a certificate for cn and its key as dir/tls.crt and dir/tls.key.
+func writePair(t *testing.T, dir string, ca *testpki.CA, cn string) {
 	t.Helper()
-	cert := ca.client(t, cn)
-	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	kp, err := ca.IssueClient(cn, cn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), kp.CertPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), kp.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -27,7 +28,7 @@ func writePair(t *testing.T, dir string, ca *testCA, cn string) {
 func TestCertificateFilesReload(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca := newTestCA(t, "ca")
+	ca := testpki.NewTestCA(t, "ca")
 	writePair(t, dir, ca, "first")
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	files, err := LoadCertificateFiles(certFile, keyFile)

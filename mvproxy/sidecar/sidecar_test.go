@@ -1,4 +1,4 @@
-package mvproxy
+package sidecar
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -18,13 +19,18 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
+	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // Server 0 serves batch/v1 jobs; server 1 serves apps/v1 deployments; both serve pods.
 func twoServers(t *testing.T) *testCluster {
 	return newTestCluster(t,
-		doc("/v1/pods", "batch/v1/jobs"),
-		doc("/v1/pods", "apps/v1/deployments"))
+		discoverytest.Document("/v1/pods", "batch/v1/jobs"),
+		discoverytest.Document("/v1/pods", "apps/v1/deployments"))
 }
 
 func getSeen(t *testing.T, c *http.Client, url string, hdr http.Header) (int, seen, string) {
@@ -53,7 +59,7 @@ func getSeen(t *testing.T, c *http.Client, url string, hdr http.Header) (int, se
 
 func TestSidecarRoutesAndForwardsIdentity(t *testing.T) {
 	c := twoServers(t)
-	alice := c.clientCA.client(t, "alice", "developers")
+	alice := clientCert(t, c.clientCA, "alice", "developers")
 	forged := http.Header{
 		"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}, "X-Remote-Extra-Scopes": {"all"},
 		"X-Kubernetes-Peer-Proxied": {"true"}, "X-Kubernetes-Apiserver-Rerouted": {"true"},
@@ -110,13 +116,13 @@ func TestSidecarNotFoundAndUnauthenticated(t *testing.T) {
 	if code != http.StatusNotFound {
 		t.Errorf("resource no server serves: %d %s, want the local 404", code, body)
 	}
-	stranger := c.otherCA.client(t, "mallory")
+	stranger := clientCert(t, c.otherCA, "mallory")
 	code, _, body = getSeen(t, c.httpClient(t, &stranger, ""), c.nodes[0].srv.URL+"/api/v1/pods", nil)
 	if code != http.StatusUnauthorized || !strings.Contains(body, `client certificate \"mallory\" is not signed by the client CA`) {
 		t.Errorf("untrusted client certificate: %d %s", code, body)
 	}
 	// A front-proxy certificate with a name not allowed is no peer.
-	wrongName := c.frontCA.client(t, "someone-else")
+	wrongName := clientCert(t, c.frontCA, "someone-else")
 	code, _, body = getSeen(t, c.httpClient(t, &wrongName, ""), c.nodes[0].srv.URL+"/api/v1/pods", nil)
 	if code != http.StatusUnauthorized || !strings.Contains(body, "not among the allowed names") {
 		t.Errorf("front-proxy certificate with a wrong name: %d %s", code, body)
@@ -126,19 +132,19 @@ func TestSidecarNotFoundAndUnauthenticated(t *testing.T) {
 func TestSidecarPeerProxiedRequestIsServedLocally(t *testing.T) {
 	c := twoServers(t)
 	// A trusted peer sends the guard: server 1 must not proxy again, so the 404 is local.
-	peer := c.frontCA.client(t, "front-proxy-client")
-	hdr := http.Header{ProxiedHeader: {"true"}, remoteUser: {"carol"}}
+	peer := clientCert(t, c.frontCA, "front-proxy-client")
+	hdr := http.Header{mvproxy.ProxiedHeader: {"true"}, "X-Remote-User": {"carol"}}
 	code, _, body := getSeen(t, c.httpClient(t, &peer, ""), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", hdr)
 	if code != http.StatusNotFound {
 		t.Errorf("proxied request for a resource served only elsewhere: %d %s, want 404 (one hop)", code, body)
 	}
 	// The KEP's header name is honoured too.
-	hdr = http.Header{ReroutedHeader: {"true"}, remoteUser: {"carol"}}
+	hdr = http.Header{mvproxy.ReroutedHeader: {"true"}, "X-Remote-User": {"carol"}}
 	if code, _, body = getSeen(t, c.httpClient(t, &peer, ""), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", hdr); code != http.StatusNotFound {
 		t.Errorf("rerouted request: %d %s, want 404", code, body)
 	}
 	// Without the guard the same peer is routed normally, as carol.
-	code, got, body := getSeen(t, c.httpClient(t, &peer, ""), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", http.Header{remoteUser: {"carol"}})
+	code, got, body := getSeen(t, c.httpClient(t, &peer, ""), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", http.Header{"X-Remote-User": {"carol"}})
 	if code != http.StatusOK || got.User != "carol" || got.Server != "server-0" {
 		t.Errorf("peer request without guard: %d %+v %s", code, got, body)
 	}
@@ -146,7 +152,7 @@ func TestSidecarPeerProxiedRequestIsServedLocally(t *testing.T) {
 
 func TestSidecarStreamsWatches(t *testing.T) {
 	c := twoServers(t)
-	h2 := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: c.clusterCA.pool(), MinVersion: tls.VersionTLS12}}
+	h2 := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: c.clusterCA.Pool(), MinVersion: tls.VersionTLS12}}
 	t.Cleanup(h2.CloseIdleConnections)
 	for proto, client := range map[string]*http.Client{
 		"HTTP/1.1": c.httpClient(t, nil, tokenBob),
@@ -177,7 +183,7 @@ func TestSidecarStreamsWatches(t *testing.T) {
 func TestSidecarPassesUpgrades(t *testing.T) {
 	c := twoServers(t)
 	for via, path := range map[int]string{0: "/apis/apps/v1/namespaces/ns/deployments/d/exec", 1: "/apis/apps/v1/namespaces/ns/deployments/d/exec"} {
-		conn, err := tls.Dial("tcp", c.nodes[via].srv.Listener.Addr().String(), &tls.Config{RootCAs: c.clusterCA.pool(), MinVersion: tls.VersionTLS12})
+		conn, err := tls.Dial("tcp", c.nodes[via].srv.Listener.Addr().String(), &tls.Config{RootCAs: c.clusterCA.Pool(), MinVersion: tls.VersionTLS12})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,9 +208,9 @@ func TestSidecarPassesUpgrades(t *testing.T) {
 func TestSidecarFailsOverAndAnswers503(t *testing.T) {
 	// Server 0 and 2 serve jobs, server 1 does not.
 	c := newTestCluster(t,
-		doc("/v1/pods", "batch/v1/jobs"),
-		doc("/v1/pods"),
-		doc("/v1/pods", "batch/v1/jobs"))
+		discoverytest.Document("/v1/pods", "batch/v1/jobs"),
+		discoverytest.Document("/v1/pods"),
+		discoverytest.Document("/v1/pods", "batch/v1/jobs"))
 	client := c.httpClient(t, nil, tokenBob)
 	url := c.nodes[1].srv.URL + "/apis/batch/v1/jobs"
 
@@ -244,7 +250,7 @@ apiserver_rerouted_request_total{code="503",group="batch",resource="jobs",versio
 	if err := testutil.GatherAndCompare(c.nodes[1].reg, strings.NewReader(want), "apiserver_rerouted_request_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.ToFloat64(c.nodes[1].sidecar.o.Metrics.proxyErrors.WithLabelValues(ErrorPeerUnreachable, "batch", "v1", "jobs")); n < 2 {
+	if n := counter(t, c.nodes[1].reg, "apiserver_peer_proxy_errors_total", "type", mvproxy.ErrorPeerUnreachable, "group", "batch", "version", "v1", "resource", "jobs"); n < 2 {
 		t.Errorf("peer_unreachable errors %v, want at least the 2 of the last request", n)
 	}
 }
@@ -262,8 +268,8 @@ func TestSidecarLocalApiserverDown(t *testing.T) {
 
 func TestSidecarMergedDiscovery(t *testing.T) {
 	c := newTestCluster(t,
-		doc("/v1/pods", "apps/v1/deployments", "batch/v1/jobs"),
-		doc("/v1/pods", "apps/v1/deployments", "apps/v1/statefulsets", "example.com/v1/widgets"))
+		discoverytest.Document("/v1/pods", "apps/v1/deployments", "batch/v1/jobs"),
+		discoverytest.Document("/v1/pods", "apps/v1/deployments", "apps/v1/statefulsets", "example.com/v1/widgets"))
 	client := c.httpClient(t, nil, tokenBob)
 	fetch := func(via int, accept, inm string) (int, http.Header, []string) {
 		t.Helper()
@@ -281,7 +287,7 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			return resp.StatusCode, resp.Header, nil
 		}
-		l, err := ParseDiscovery(body)
+		l, err := discovery.Parse(body)
 		if err != nil {
 			t.Fatalf("%v: %s", err, body)
 		}
@@ -295,9 +301,13 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 		}
 		return resp.StatusCode, resp.Header, names
 	}
-	m := c.nodes[0].sidecar.o.Metrics
+	reg := c.nodes[0].reg
 	counts := func() []float64 {
-		return []float64{testutil.ToFloat64(m.localDiscovery), testutil.ToFloat64(m.mergedHits), testutil.ToFloat64(m.mergedMisses)}
+		return []float64{
+			counter(t, reg, "aggregator_discovery_local_requests_total"),
+			counter(t, reg, "aggregator_discovery_peer_aggregated_cache_hits_total"),
+			counter(t, reg, "aggregator_discovery_peer_aggregated_cache_misses_total"),
+		}
 	}
 	before := counts() // peers' discovery fetches count as local requests too
 	// Each server lists its own groups as it serves them, then the groups only its peer
@@ -308,19 +318,19 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 	}
 	var etags []string
 	for via := range 2 {
-		_, hdr, got := fetch(via, AcceptAggregated+",application/json", "")
+		_, hdr, got := fetch(via, discovery.AcceptAggregated+",application/json", "")
 		if diff := cmp.Diff(wantMerged[via], got); diff != "" {
 			t.Errorf("merged via %d (-want +got):\n%s", via, diff)
 		}
-		if hdr.Get("Content-Type") != AcceptAggregated || hdr.Get("Vary") != "Accept" {
+		if hdr.Get("Content-Type") != discovery.AcceptAggregated || hdr.Get("Vary") != "Accept" {
 			t.Errorf("merged via %d: headers %v", via, hdr)
 		}
 		etags = append(etags, hdr.Get("ETag"))
-		if code, _, _ := fetch(via, AcceptAggregated, hdr.Get("ETag")); code != http.StatusNotModified {
+		if code, _, _ := fetch(via, discovery.AcceptAggregated, hdr.Get("ETag")); code != http.StatusNotModified {
 			t.Errorf("If-None-Match with the ETag via %d: %d, want 304", via, code)
 		}
 	}
-	for _, accept := range []string{AcceptNoPeer, AcceptAggregated + ";profile=local"} {
+	for _, accept := range []string{discovery.AcceptNoPeer, discovery.AcceptAggregated + ";profile=local"} {
 		_, _, got := fetch(0, accept, "")
 		if diff := cmp.Diff([]string{"apps/v1/deployments", "batch/v1/jobs"}, got); diff != "" {
 			t.Errorf("%s via 0 (-want +got):\n%s", accept, diff)
@@ -338,13 +348,13 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 
 	// When the last peer leaves, the merge is redone without it.
 	c.nodes[1].stop()
-	waitFor(t, "server 0 forgets server 1", func() bool { return len(c.nodes[0].sidecar.Directory().Peers()) == 0 })
-	_, hdr, got := fetch(0, AcceptAggregated, etags[0])
+	poll.Until(t, "server 0 forgets server 1", func() bool { return len(c.nodes[0].sidecar.dir.Peers()) == 0 })
+	_, hdr, got := fetch(0, discovery.AcceptAggregated, etags[0])
 	if diff := cmp.Diff([]string{"apps/v1/deployments", "batch/v1/jobs"}, got); diff != "" {
 		t.Errorf("merged after the peer left (-want +got):\n%s", diff)
 	}
 	// Without peers, the document and its ETag are the local apiserver's.
-	_, localETag, _ := encodeDiscovery(c.nodes[0].backend.doc.Groups)
+	_, localETag, _ := discovery.Encode(c.nodes[0].backend.doc.Groups)
 	if hdr.Get("ETag") != localETag {
 		t.Errorf("ETag without peers %s, want the local apiserver's %s", hdr.Get("ETag"), localETag)
 	}
@@ -361,7 +371,7 @@ func TestSidecarIgnoresBadPeers(t *testing.T) {
 	srvGarbage := httptestTLS(t, c, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
 	}))
-	untrusted := httptestTLSCert(t, c.otherCA.serving(t), c.nodes[0].sidecar)
+	untrusted := httptestTLSCert(t, servingCert(t, c.otherCA), c.nodes[0].sidecar.handler)
 	hanging := httptestTLS(t, c, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	leases := map[string]string{
 		"peerproxy-hanging":   hanging,
@@ -379,32 +389,30 @@ func TestSidecarIgnoresBadPeers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := c.nodes[1].sidecar.o.Metrics
-	waitFor(t, "bad peers counted", func() bool {
-		return testutil.ToFloat64(m.proxyErrors.WithLabelValues(ErrorBadLease, "", "", "")) >= 1 &&
-			testutil.ToFloat64(m.proxyErrors.WithLabelValues(ErrorPeerDiscovery, "", "", "")) >= 3
+	poll.Until(t, "bad peers counted", func() bool {
+		return peerProxyErrors(t, c.nodes[1], mvproxy.ErrorBadLease) >= 1 && peerProxyErrors(t, c.nodes[1], mvproxy.ErrorPeerDiscovery) >= 3
 	})
 	// Routing and merged discovery still work, and name only the good peer.
 	code, got, body := getSeen(t, c.httpClient(t, nil, tokenBob), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", nil)
 	if code != http.StatusOK || got.Server != "server-0" {
 		t.Errorf("with bad peers around: %d %+v %s", code, got, body)
 	}
-	if peers := c.nodes[1].sidecar.Directory().Capable(GVR{"batch", "v1", "jobs"}); len(peers) != 1 || peers[0].ID != "peerproxy-server-0" {
+	if peers := c.nodes[1].sidecar.dir.Capable(discovery.GVR{Group: "batch", Version: "v1", Resource: "jobs"}); len(peers) != 1 || peers[0].ID != "peerproxy-server-0" {
 		t.Errorf("capable peers %v", peers)
 	}
-	if slices.ContainsFunc(c.nodes[1].sidecar.Directory().Peers(), func(p PeerInfo) bool { return p.ID == "peerproxy-bogus" }) {
+	if slices.ContainsFunc(c.nodes[1].sidecar.dir.Peers(), func(p mvproxy.PeerInfo) bool { return p.ID == "peerproxy-bogus" }) {
 		t.Error("a Lease with a bogus address became a peer")
 	}
 }
 
 // httptestTLS serves h with a certificate from the cluster CA and returns its address.
 func httptestTLS(t *testing.T, c *testCluster, h http.Handler) string {
-	return httptestTLSCert(t, c.clusterCA.serving(t), h)
+	return httptestTLSCert(t, servingCert(t, c.clusterCA), h)
 }
 
 func httptestTLSCert(t *testing.T, cert tls.Certificate, h http.Handler) string {
 	t.Helper()
-	srv := httptestUnstarted(h)
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes sidecars refuse
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()

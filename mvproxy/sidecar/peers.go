@@ -1,4 +1,4 @@
-package mvproxy
+package sidecar
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
 )
 
 // PeerUser is the user a sidecar names when it fetches a peer's discovery.
@@ -27,12 +30,12 @@ const PeerUser = "system:kplug:peerproxy"
 type PeerWatcher struct {
 	Client    kubernetes.Interface
 	Namespace string
-	Directory *Directory
+	Directory *mvproxy.Directory
 	// PeerClient reaches peers; its transport verifies them with the peer CA.
 	PeerClient *http.Client
 	// Timeout bounds one discovery fetch; Refresh is the period of refetching all peers.
 	Timeout, Refresh time.Duration
-	Metrics          *Metrics
+	Metrics          *mvproxy.Metrics
 	Logger           *slog.Logger
 }
 
@@ -129,7 +132,7 @@ func (w *PeerWatcher) syncPeer(ctx context.Context, l *coordinationv1.Lease) err
 	info, ok, err := peerFromLease(l)
 	if !ok || err != nil {
 		if err != nil {
-			w.Metrics.proxyError(ErrorBadLease, GVR{})
+			w.Metrics.ProxyError(mvproxy.ErrorBadLease, discovery.GVR{})
 			w.Logger.Warn("ignoring peer", "err", err)
 		}
 		w.Directory.RemovePeer(l.Name)
@@ -141,11 +144,11 @@ func (w *PeerWatcher) syncPeer(ctx context.Context, l *coordinationv1.Lease) err
 	fctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
 	header := http.Header{}
-	setIdentityHeaders(header, &Identity{Name: PeerUser, Groups: []string{"system:authenticated"}})
-	header.Set(ProxiedHeader, "true")
-	doc, err := FetchDiscovery(fctx, w.PeerClient, "https://"+info.Address, header)
+	mvproxy.SetIdentityHeaders(header, &mvproxy.Identity{Name: PeerUser, Groups: []string{"system:authenticated"}})
+	header.Set(mvproxy.ProxiedHeader, "true")
+	doc, err := discovery.Fetch(fctx, w.PeerClient, "https://"+info.Address, header)
 	if err != nil {
-		w.Metrics.proxyError(ErrorPeerDiscovery, GVR{})
+		w.Metrics.ProxyError(mvproxy.ErrorPeerDiscovery, discovery.GVR{})
 		w.Logger.Warn("fetching peer discovery", "peer", info.ID, "err", err)
 		w.Directory.SetPeerStale(info.ID, info.Holder)
 		return err

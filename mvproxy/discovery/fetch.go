@@ -1,4 +1,4 @@
-package mvproxy
+package discovery
 
 import (
 	"context"
@@ -6,14 +6,16 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 )
 
-// maxDiscoveryBytes bounds a discovery document read from another server.
-const maxDiscoveryBytes = 32 << 20
+// maxDocumentBytes bounds a discovery document read from another server.
+const maxDocumentBytes = 32 << 20
 
-// FetchDiscovery asks the server at baseURL for its own aggregated discovery (/apis and
-// /api with profile=nopeer), adding header to each request, and indexes it.
-func FetchDiscovery(ctx context.Context, client *http.Client, baseURL string, header http.Header) (*Document, error) {
+// Fetch asks the server at baseURL for its own aggregated discovery (/apis and /api with
+// profile=nopeer), adding header to each request, and indexes it.
+func Fetch(ctx context.Context, client *http.Client, baseURL string, header http.Header) (*Document, error) {
 	groups, err := fetchOne(ctx, client, baseURL+"/apis", header)
 	if err != nil {
 		return nil, err
@@ -25,7 +27,7 @@ func FetchDiscovery(ctx context.Context, client *http.Client, baseURL string, he
 	return NewDocument(groups, core), nil
 }
 
-func fetchOne(ctx context.Context, client *http.Client, url string, header http.Header) (*apiGroupList, error) {
+func fetchOne(ctx context.Context, client *http.Client, url string, header http.Header) (*apidiscoveryv2.APIGroupDiscoveryList, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("discovery from %s: %w", url, err)
@@ -39,17 +41,17 @@ func fetchOne(ctx context.Context, client *http.Client, url string, header http.
 		return nil, fmt.Errorf("discovery from %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDiscoveryBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("discovery from %s: reading: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("discovery from %s: status %d: %s", url, resp.StatusCode, snippet(body))
 	}
-	if len(body) > maxDiscoveryBytes {
-		return nil, fmt.Errorf("discovery from %s: larger than %d bytes", url, maxDiscoveryBytes)
+	if len(body) > maxDocumentBytes {
+		return nil, fmt.Errorf("discovery from %s: larger than %d bytes", url, maxDocumentBytes)
 	}
-	l, err := ParseDiscovery(body)
+	l, err := Parse(body)
 	if err != nil {
 		return nil, fmt.Errorf("discovery from %s: %w", url, err)
 	}

@@ -1,4 +1,4 @@
-package mvproxy
+package sidecar
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/kplug/kplug/mvproxy"
 )
 
 // Lease labels and annotations by which sidecars find each other.
@@ -182,15 +184,15 @@ func (k *LeaseKeeper) durationSeconds() int32 {
 
 // peerFromLease reads a peer from a sidecar's Lease; ok is false for a Lease that is not
 // a peer's (another label, no holder).
-func peerFromLease(l *coordinationv1.Lease) (PeerInfo, bool, error) {
+func peerFromLease(l *coordinationv1.Lease) (mvproxy.PeerInfo, bool, error) {
 	if l.Labels[LeaseLabel] != LeaseLabelValue || l.Spec.HolderIdentity == nil {
-		return PeerInfo{}, false, nil
+		return mvproxy.PeerInfo{}, false, nil
 	}
 	addr := l.Annotations[AddressAnnotation]
 	if err := validAddress(addr); err != nil {
-		return PeerInfo{}, true, fmt.Errorf("peer lease %s/%s: address annotation %s=%q: %w", l.Namespace, l.Name, AddressAnnotation, addr, err)
+		return mvproxy.PeerInfo{}, true, fmt.Errorf("peer lease %s/%s: address annotation %s=%q: %w", l.Namespace, l.Name, AddressAnnotation, addr, err)
 	}
-	return PeerInfo{ID: l.Name, Address: addr, Holder: *l.Spec.HolderIdentity}, true, nil
+	return mvproxy.PeerInfo{ID: l.Name, Address: addr, Holder: *l.Spec.HolderIdentity}, true, nil
 }
 
 // validAddress accepts host:port with a non-empty host and a port in 1..65535.

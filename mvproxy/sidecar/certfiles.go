@@ -1,4 +1,4 @@
-package mvproxy
+package sidecar
 
 import (
 	"crypto/tls"

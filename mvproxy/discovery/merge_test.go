@@ -1,15 +1,16 @@
-package mvproxy
+package discovery_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kplug/kplug/mvproxy/discovery"
+	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 func groupNames(l *apidiscoveryv2.APIGroupDiscoveryList) []string {
@@ -38,7 +39,7 @@ func TestMergeOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tt.want, mergeOrder(tt.lists)); diff != "" {
+			if diff := cmp.Diff(tt.want, discovery.MergeOrder(tt.lists)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -47,9 +48,9 @@ func TestMergeOrder(t *testing.T) {
 
 func TestMergeResourcesOfPeerOnlyGroups(t *testing.T) {
 	t.Parallel()
-	local := doc("batch/v1/jobs").Groups
-	a := doc("apps/v1/deployments", "batch/v1/jobs").Groups
-	b := doc("apps/v1/deployments", "apps/v2/deployments", "batch/v1/cronjobs").Groups
+	local := discoverytest.Document("batch/v1/jobs").Groups
+	a := discoverytest.Document("apps/v1/deployments", "batch/v1/jobs").Groups
+	b := discoverytest.Document("apps/v1/deployments", "apps/v2/deployments", "batch/v1/cronjobs").Groups
 	a.Items[0].Versions[0].Resources[0].Verbs = []string{"get", "list"}
 	a.Items[0].Versions[0].Resources[0].Subresources = []apidiscoveryv2.APISubresourceDiscovery{{Subresource: "status", Verbs: []string{"get"}}}
 	b.Items[0].Versions[0].Resources[0].Verbs = []string{"get", "watch"}
@@ -57,7 +58,7 @@ func TestMergeResourcesOfPeerOnlyGroups(t *testing.T) {
 	b.Items[0].Versions[0].Freshness = apidiscoveryv2.DiscoveryFreshnessStale
 	a.Items[0].Versions[0].Freshness = apidiscoveryv2.DiscoveryFreshnessStale
 
-	got := Merge(local, []ServerGroups{{ID: "b", Groups: b}, {ID: "a", Groups: a}})
+	got := discovery.Merge(local, []discovery.ServerGroups{{ID: "b", Groups: b}, {ID: "a", Groups: a}})
 	if diff := cmp.Diff([]string{"batch", "apps"}, groupNames(got)); diff != "" {
 		t.Fatalf("groups (-want +got):\n%s", diff)
 	}
@@ -88,44 +89,44 @@ func TestMergeResourcesOfPeerOnlyGroups(t *testing.T) {
 
 func TestMergeIsIndependentOfPeerOrder(t *testing.T) {
 	t.Parallel()
-	local := doc("apps/v1/deployments", "batch/v1/jobs").Groups
-	peers := []ServerGroups{
-		{ID: "s1", Groups: doc("apps/v1/deployments", "batch/v1/jobs", "x.io/v1/a").Groups},
-		{ID: "s2", Groups: doc("batch/v1/jobs", "apps/v1/deployments", "y.io/v1/b").Groups},
-		{ID: "s3", Groups: doc("z.io/v1/c", "apps/v1/statefulsets").Groups},
+	local := discoverytest.Document("apps/v1/deployments", "batch/v1/jobs").Groups
+	peers := []discovery.ServerGroups{
+		{ID: "s1", Groups: discoverytest.Document("apps/v1/deployments", "batch/v1/jobs", "x.io/v1/a").Groups},
+		{ID: "s2", Groups: discoverytest.Document("batch/v1/jobs", "apps/v1/deployments", "y.io/v1/b").Groups},
+		{ID: "s3", Groups: discoverytest.Document("z.io/v1/c", "apps/v1/statefulsets").Groups},
 	}
-	want, err := json.Marshal(Merge(local, peers))
+	want, err := json.Marshal(discovery.Merge(local, peers))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
 		p := slices.Clone(peers)
 		rand.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
-		got, _ := json.Marshal(Merge(local, p))
+		got, _ := json.Marshal(discovery.Merge(local, p))
 		if string(got) != string(want) {
 			t.Fatalf("permutation %d gives another document:\n%s\n%s", i, got, want)
 		}
 	}
-	if got := groupNames(Merge(local, peers)); !slices.Equal(got, []string{"apps", "batch", "x.io", "y.io", "z.io"}) {
+	if got := groupNames(discovery.Merge(local, peers)); !slices.Equal(got, []string{"apps", "batch", "x.io", "y.io", "z.io"}) {
 		t.Errorf("group order %v", got)
 	}
 }
 
 func TestMergeSingleAndEmpty(t *testing.T) {
 	t.Parallel()
-	if got := Merge(nil, nil); got.Kind != discoveryList || len(got.Items) != 0 {
+	if got := discovery.Merge(nil, nil); got.Kind != "APIGroupDiscoveryList" || len(got.Items) != 0 {
 		t.Errorf("Merge(nil, nil) = %+v", got)
 	}
-	one := doc("apps/v1/deployments").Groups
-	if got := Merge(one, []ServerGroups{{ID: "b"}}); !cmp.Equal(got.Items, one.Items) {
+	one := discoverytest.Document("apps/v1/deployments").Groups
+	if got := discovery.Merge(one, []discovery.ServerGroups{{ID: "b"}}); !cmp.Equal(got.Items, one.Items) {
 		t.Errorf("local with a nil peer document: %+v", got.Items)
 	}
-	if got := Merge(nil, []ServerGroups{{ID: "b", Groups: one}}); !cmp.Equal(got.Items, one.Items) {
+	if got := discovery.Merge(nil, []discovery.ServerGroups{{ID: "b", Groups: one}}); !cmp.Equal(got.Items, one.Items) {
 		t.Errorf("no local document, one peer: %+v", got.Items)
 	}
 }
 
-func TestParseDiscoveryRejects(t *testing.T) {
+func TestParseRejects(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, in, wantErr string }{
 		{"not JSON", `<html>`, "decoding aggregated discovery: invalid character '<' looking for beginning of value"},
@@ -135,7 +136,7 @@ func TestParseDiscoveryRejects(t *testing.T) {
 		{"resource twice", `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"a"},"versions":[{"version":"v1","resources":[{"resource":"r"},{"resource":"r"}]}]}]}`, `aggregated discovery: a/v1 has an empty or repeated resource "r"`},
 	}
 	for _, tt := range tests {
-		_, err := ParseDiscovery([]byte(tt.in))
+		_, err := discovery.Parse([]byte(tt.in))
 		if err == nil || err.Error() != tt.wantErr {
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.wantErr)
 		}
@@ -146,25 +147,25 @@ func TestParseDiscoveryRejects(t *testing.T) {
 // of the peers, into a document that keeps the local groups exactly and serves every
 // resource of every group only peers list.
 func FuzzDiscovery(f *testing.F) {
-	seed, _ := json.Marshal(doc("apps/v1/deployments", "batch/v1/jobs", "batch/v2/jobs").Groups)
-	peer, _ := json.Marshal(doc("apps/v2/deployments", "apps/v1/deployments", "x.io/v1/a").Groups)
+	seed, _ := json.Marshal(discoverytest.Document("apps/v1/deployments", "batch/v1/jobs", "batch/v2/jobs").Groups)
+	peer, _ := json.Marshal(discoverytest.Document("apps/v2/deployments", "apps/v1/deployments", "x.io/v1/a").Groups)
 	f.Add(seed, []byte(`{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"batch"},"versions":[{"version":"v1","resources":[{"resource":"cronjobs","verbs":["get"]}]}]}]}`), peer)
 	f.Add([]byte(`{}`), []byte(`null`), []byte(``))
 	f.Fuzz(func(t *testing.T, l, a, b []byte) {
-		local, errL := ParseDiscovery(l)
-		la, errA := ParseDiscovery(a)
-		lb, errB := ParseDiscovery(b)
+		local, errL := discovery.Parse(l)
+		la, errA := discovery.Parse(a)
+		lb, errB := discovery.Parse(b)
 		if errL != nil || errA != nil || errB != nil {
 			return
 		}
-		m1 := Merge(local, []ServerGroups{{ID: "a", Groups: la}, {ID: "b", Groups: lb}})
-		m2 := Merge(local, []ServerGroups{{ID: "b", Groups: lb}, {ID: "a", Groups: la}})
+		m1 := discovery.Merge(local, []discovery.ServerGroups{{ID: "a", Groups: la}, {ID: "b", Groups: lb}})
+		m2 := discovery.Merge(local, []discovery.ServerGroups{{ID: "b", Groups: lb}, {ID: "a", Groups: la}})
 		j1, _ := json.Marshal(m1)
 		j2, _ := json.Marshal(m2)
 		if string(j1) != string(j2) {
 			t.Fatalf("merge depends on the order of the peers")
 		}
-		if _, err := ParseDiscovery(j1); err != nil {
+		if _, err := discovery.Parse(j1); err != nil {
 			t.Fatalf("merged document does not parse: %v", err)
 		}
 		if !cmp.Equal(local.Items, m1.Items[:len(local.Items)]) {
@@ -174,40 +175,13 @@ func FuzzDiscovery(f *testing.F) {
 		for _, g := range local.Items {
 			localGroups[g.Name] = true
 		}
-		merged := NewDocument(m1, nil)
+		merged := discovery.NewDocument(m1, nil)
 		for _, l := range []*apidiscoveryv2.APIGroupDiscoveryList{la, lb} {
-			for g := range NewDocument(l, nil).served {
+			for g := range discovery.Served(discovery.NewDocument(l, nil)) {
 				if !localGroups[g.Group] && !merged.Serves(g) {
 					t.Fatalf("merge lost %v", g)
 				}
 			}
 		}
 	})
-}
-
-// benchGroups builds n groups of 2 versions with 5 resources each, the first shift
-// groups named differently per server.
-func benchGroups(server, n, shift int) *apidiscoveryv2.APIGroupDiscoveryList {
-	l := &apidiscoveryv2.APIGroupDiscoveryList{}
-	l.Kind, l.APIVersion = discoveryList, discoveryGroup+"/"+discoveryVersion
-	for g := range n {
-		name := fmt.Sprintf("group%03d.example.com", g)
-		if g < shift {
-			name = fmt.Sprintf("only-s%d-group%03d.example.com", server, g)
-		}
-		grp := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		for _, v := range []string{"v1", "v1beta1"} {
-			ver := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-			for r := range 5 {
-				ver.Resources = append(ver.Resources, apidiscoveryv2.APIResourceDiscovery{
-					Resource: fmt.Sprintf("things%d", r), Scope: apidiscoveryv2.ScopeNamespace,
-					SingularResource: fmt.Sprintf("thing%d", r), Verbs: []string{"get", "list", "watch"},
-					ResponseKind: &metav1.GroupVersionKind{Group: name, Version: v, Kind: fmt.Sprintf("Thing%d", r)},
-				})
-			}
-			grp.Versions = append(grp.Versions, ver)
-		}
-		l.Items = append(l.Items, grp)
-	}
-	return l
 }

@@ -1,0 +1,55 @@
+// Package reverseproxy is the plumbing the two proxies of kplug (the exec proxy and the
+// mixed version proxy) share around httputil.ReverseProxy: one pool of copy buffers, one
+// adapter from slog for ReverseProxy.ErrorLog, the two response writers that record what a
+// handler answered (StatusRecorder passes the response on, Capture keeps it), and the
+// metav1.Status error answer clients print as they print kube-apiserver's.
+package reverseproxy
+
+import (
+	"encoding/json"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BufferPool lends ReverseProxy its 32 KiB copy buffers instead of allocating one per
+// response. One pool serves every proxy of the process; it is safe for concurrent use.
+var BufferPool httputil.BufferPool = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
+func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
+
+// ErrorLog adapts l for ReverseProxy.ErrorLog: the proxy's own failures (a response body
+// cut short, a failed upgrade copy) are warnings.
+func ErrorLog(l *slog.Logger) *log.Logger {
+	return slog.NewLogLogger(l.Handler(), slog.LevelWarn)
+}
+
+// WriteStatus answers with a metav1.Status of reason and message, as kube-apiserver
+// answers its errors, so that clients print the message. A positive retryAfter adds
+// Retry-After and the Status's retryAfterSeconds.
+func WriteStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, message string, retryAfter int) {
+	s := metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure,
+		Message:  message,
+		Reason:   reason,
+		Code:     int32(code), //nolint:gosec // an HTTP status code fits
+	}
+	if retryAfter > 0 {
+		s.Details = &metav1.StatusDetails{RetryAfterSeconds: int32(retryAfter)} //nolint:gosec // seconds, small
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	body, _ := json.Marshal(s)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,111 @@
+package discovery
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Answer is what a GET /apis asks for, by its Accept header.
+type Answer int
+
+const (
+	// PassThrough is legacy discovery, protobuf, or anything else: the local server
+	// answers.
+	PassThrough Answer = iota
+	// Merged is aggregated discovery v2 as JSON with the default profile: the
+	// peer-aggregated document.
+	Merged
+	// Local is aggregated discovery v2 as JSON with profile=nopeer (or the KEP's
+	// profile=local): the local server's own document.
+	Local
+)
+
+func (a Answer) String() string {
+	switch a {
+	case PassThrough:
+		return "pass-through"
+	case Merged:
+		return "merged"
+	case Local:
+		return "local"
+	}
+	return "unknown"
+}
+
+// An Accept header on /apis is read only up to these bounds, which real clients stay far
+// below (client-go sends three media ranges in about 200 bytes): the negotiation of an
+// anonymous request must cost little.
+const (
+	MaxAcceptBytes = 4096
+	MaxMediaRanges = 32
+)
+
+// Negotiate picks, like kube-apiserver, the first acceptable Accept clause in order of
+// quality. Only JSON is merged; other aggregated encodings are left to the local server.
+// It refuses a header over MaxAcceptBytes or MaxMediaRanges before parsing it.
+func Negotiate(accept string) (Answer, error) {
+	if n := strings.Count(accept, ",") + 1; len(accept) > MaxAcceptBytes || n > MaxMediaRanges {
+		return PassThrough, fmt.Errorf("the Accept header has %d bytes and %d media ranges, more than the %d bytes and %d media ranges read; send fewer media ranges",
+			len(accept), n, MaxAcceptBytes, MaxMediaRanges)
+	}
+	for _, c := range parseAccept(accept) {
+		aggregated := c.params["g"] == listGroup && c.params["as"] == listKind
+		switch {
+		case aggregated && c.params["v"] == listVersion && c.mediaType == "application/json":
+			switch c.params["profile"] {
+			case "nopeer", "local":
+				return Local, nil
+			}
+			return Merged, nil
+		case aggregated:
+			// another version or encoding of aggregated discovery: the local server
+			// decides whether it serves it
+			return PassThrough, nil
+		case c.mediaType == "application/json", c.mediaType == "*/*", c.mediaType == "application/*",
+			c.mediaType == "application/yaml", c.mediaType == "application/vnd.kubernetes.protobuf":
+			return PassThrough, nil
+		}
+	}
+	return PassThrough, nil
+}
+
+type acceptClause struct {
+	mediaType string
+	params    map[string]string
+	q         float64
+}
+
+// parseAccept splits an Accept header into clauses, sorted by decreasing quality (stable,
+// so equal qualities keep the client's order), dropping clauses with q=0 or a quality
+// that is no number from 0 to 1.
+func parseAccept(accept string) []acceptClause {
+	var out []acceptClause
+	for raw := range strings.SplitSeq(accept, ",") {
+		fields := strings.Split(raw, ";")
+		c := acceptClause{mediaType: strings.ToLower(strings.TrimSpace(fields[0])), params: map[string]string{}, q: 1}
+		if c.mediaType == "" {
+			continue
+		}
+		for _, p := range fields[1:] {
+			k, v, _ := strings.Cut(p, "=")
+			k, v = strings.ToLower(strings.TrimSpace(k)), strings.Trim(strings.TrimSpace(v), `"`)
+			if k == "q" {
+				q, err := strconv.ParseFloat(v, 64)
+				if err != nil || !(q >= 0 && q <= 1) {
+					q = 0
+				}
+				c.q = q
+				continue
+			}
+			c.params[k] = v
+		}
+		if c.q > 0 {
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b acceptClause) int { return cmp.Compare(b.q, a.q) })
+	return out
+}

@@ -1,0 +1,149 @@
+package sidecar
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kplug/kplug/internal/flight"
+	"github.com/kplug/kplug/internal/reverseproxy"
+	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
+)
+
+// retryAfterSeconds is what a client is told to wait when the local apiserver is
+// unreachable.
+const retryAfterSeconds = 1
+
+// newLocalProxy is the Handler's Local: a reverse proxy to the local apiserver at target
+// that forwards the caller as mvproxy.ForwardIdentity says, over plain when the request's
+// own credentials travel, and over withProxyCert (the front-proxy client certificate)
+// when the identity headers do.
+func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir *mvproxy.Directory, m *mvproxy.Metrics, log *slog.Logger) http.Handler {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = target.Scheme, target.Host, ""
+			mvproxy.ForwardIdentity(pr, false)
+		},
+		Transport: roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if c, _ := mvproxy.CallerFrom(r.Context()); c.User != nil {
+				return withProxyCert.RoundTrip(r)
+			}
+			return plain.RoundTrip(r)
+		}),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			labels := discovery.GVR{} // not a resource request: discovery, health
+			if gvr, ok := mvproxy.ResourceOf(r.URL.Path); ok {
+				labels = dir.MetricLabels(gvr)
+			}
+			m.ProxyError(mvproxy.ErrorLocalUnreachable, labels)
+			// Addresses and dial errors go to the log, not to a client that may be anonymous.
+			log.Warn("local apiserver unreachable", "url", target.String(), "err", err)
+			reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+				"mvproxy: the local apiserver is unreachable; see the proxy's log", retryAfterSeconds)
+		},
+		ErrorLog:   reverseproxy.ErrorLog(log),
+		BufferPool: reverseproxy.BufferPool,
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// LocalCache keeps the Directory's local discovery fresh: Run refreshes it periodically,
+// Refresh on demand (mvproxy.Options.RefreshLocal), at most once per MinInterval. Its
+// fields must not change once in use; it is safe for concurrent use.
+type LocalCache struct {
+	Directory *mvproxy.Directory
+	// Fetch reads the local server's own discovery (see discovery.Fetch).
+	Fetch func(context.Context) (*discovery.Document, error)
+	// Interval between periodic refreshes; MinInterval between refreshes on demand.
+	Interval, MinInterval time.Duration
+	// Timeout bounds one fetch; default 30s. A fetch is shared by the callers that ask
+	// while it runs and belongs to none of them: a caller that gives up stops waiting,
+	// but neither stops the fetch nor makes it fail for the others.
+	Timeout time.Duration
+	// OnError, if set, is told about failed refreshes.
+	OnError func(error)
+
+	flight  flight.Group[struct{}]
+	mu      sync.Mutex
+	last    time.Time // end of the last fetch, zero to force the next
+	lastErr error
+}
+
+// Refresh fetches the local discovery unless it was fetched less than MinInterval ago,
+// in which case it returns that fetch's error. Concurrent callers share one fetch; each
+// waits for it as long as its own ctx allows.
+func (c *LocalCache) Refresh(ctx context.Context) error {
+	c.mu.Lock()
+	recent, lastErr := !c.last.IsZero() && time.Since(c.last) < c.MinInterval, c.lastErr
+	c.mu.Unlock()
+	if recent {
+		return lastErr
+	}
+	_, err := c.flight.Do(ctx, "local", c.fetch)
+	return err
+}
+
+// fetch runs detached from the callers (see Refresh), bounded by Timeout.
+func (c *LocalCache) fetch(ctx context.Context) (struct{}, error) {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	doc, err := c.Fetch(ctx)
+	if err == nil {
+		c.Directory.SetLocal(doc)
+	} else if c.OnError != nil {
+		c.OnError(err)
+	}
+	c.mu.Lock()
+	c.last, c.lastErr = time.Now(), err
+	c.mu.Unlock()
+	return struct{}{}, err
+}
+
+// Run refreshes every Interval until ctx ends; the first refresh is at once, and is
+// retried every second until it succeeds.
+func (c *LocalCache) Run(ctx context.Context) {
+	for c.Directory.Local() == nil {
+		if c.forceRefresh(ctx) == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	t := time.NewTicker(c.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = c.forceRefresh(ctx)
+		}
+	}
+}
+
+func (c *LocalCache) forceRefresh(ctx context.Context) error {
+	c.mu.Lock()
+	c.last = time.Time{}
+	c.mu.Unlock()
+	return c.Refresh(ctx)
+}

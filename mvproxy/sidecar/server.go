@@ -1,0 +1,147 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Serve listens (on Options.Listener, or on ListenAddress), serves clients and peers
+// there over TLS with kube-apiserver's server limits, and keeps local discovery, the
+// peers and the identity Lease up to date, until ctx ends or serving fails. Then it stops
+// accepting connections, lets requests in progress finish for up to ShutdownTimeout
+// (closing what is still open after it, such as watches), deletes its Lease and returns:
+// nil after ctx ended, the error otherwise. Serve is called once.
+func (s *Sidecar) Serve(ctx context.Context) error {
+	ln := s.o.Listener
+	if ln == nil {
+		var err error
+		if ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", s.o.ListenAddress); err != nil {
+			return fmt.Errorf("sidecar: listening on %s: %w", s.o.ListenAddress, err)
+		}
+	}
+	address := s.o.Address
+	if address == "" {
+		address = ln.Addr().String()
+	}
+	srv := newServer(s.handler, serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
+		slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug)) // TLS handshakes that clients abort
+	s.o.Logger.Info("peerproxy serving", "address", ln.Addr().String(), "id", s.o.ID, "advertise", address, "apiserver", s.o.LocalURL)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	var serveErr error
+	wg.Go(func() {
+		if err := srv.Serve(tls.NewListener(ln, srv.TLSConfig)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+			stop()
+		}
+	})
+	wg.Go(func() { s.run(runCtx, address) })
+	<-runCtx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close() // watches still open after the grace period
+	}
+	wg.Wait()
+	if serveErr != nil {
+		return fmt.Errorf("sidecar: serving: %w", serveErr)
+	}
+	s.o.Logger.Info("peerproxy stopped")
+	return nil
+}
+
+// serverTLSConfig is the TLS configuration of the sidecar's listener: it serves the
+// certificate getCertificate chooses, offers HTTP/2 and HTTP/1.1 (upgrades need the
+// latter), and asks for, without requiring, a client certificate, which the Identifier
+// then checks.
+func serverTLSConfig(getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{
+		GetCertificate: getCertificate,
+		ClientAuth:     tls.RequestClientCert,
+		NextProtos:     []string{"h2", "http/1.1"},
+		MinVersion:     tls.VersionTLS12,
+	}
+}
+
+// newServer returns the server for the sidecar's TLS listener, with kube-apiserver's
+// limits: at most 1 MiB of request headers, read within 32 s; idle connections closed
+// after 90 s; over HTTP/2, at most 100 concurrent streams per connection, frames and
+// per-stream receive buffers of 256 KiB, and 25 MiB of receive buffer per connection.
+// errorLog may be nil.
+func newServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *http.Server {
+	const (
+		frame   = 256 << 10 // most API objects fit one frame
+		streams = 100       // what clients open at most; more is abuse
+	)
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsConfig,
+		ErrorLog:          errorLog,
+		MaxHeaderBytes:    1 << 20,
+		ReadHeaderTimeout: 32 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          streams,
+			MaxReadFrameSize:              frame,
+			MaxReceiveBufferPerStream:     frame,
+			MaxReceiveBufferPerConnection: frame * streams,
+		},
+	}
+}
+
+// selectCertificate returns a tls.Config.GetCertificate that presents peer to
+// connections asking for peerServerName (SNI), as peers do, and serving to all others.
+// So peers can verify each other with a dedicated peer CA while clients keep verifying
+// the sidecar as they verify the apiserver. A nil peer always presents serving.
+func selectCertificate(peerServerName string, peer, serving func() (*tls.Certificate, error)) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if peer != nil && strings.EqualFold(hello.ServerName, peerServerName) {
+			return peer()
+		}
+		return serving()
+	}
+}
+
+// VerifyPeerCertificate reports, with the x509 error, whether peers that verify with
+// roots for serverName accept cert, the certificate a sidecar presents to them.
+func VerifyPeerCertificate(cert *tls.Certificate, roots *x509.CertPool, serverName string) error {
+	if len(cert.Certificate) == 0 {
+		return errors.New("no certificate")
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return err
+	}
+	inter := x509.NewCertPool()
+	for _, der := range cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	_, err = leaf.Verify(x509.VerifyOptions{DNSName: serverName, Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err
+}
+
+// newTransport speaks HTTP/1.1 only, so that SPDY and WebSocket upgrades (exec, attach,
+// port-forward) pass through.
+func newTransport(c *tls.Config) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     c,
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}

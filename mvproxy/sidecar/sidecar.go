@@ -1,0 +1,239 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
+)
+
+// Options configure a Sidecar. Required: ID, ListenAddress or Listener, LocalURL,
+// LocalClient, Client, GetServingCertificate, GetProxyClientCertificate, PeerRootCAs and
+// Identifier; the rest have defaults.
+type Options struct {
+	// ID names this sidecar's identity Lease; unique among the sidecars of a cluster.
+	ID string
+	// ListenAddress is the host:port Serve listens on, over TLS, for clients and peers.
+	ListenAddress string
+	// Listener, if set, is served instead of listening on ListenAddress: a socket handed
+	// over by a service manager, or one whose port the caller picked.
+	Listener net.Listener
+	// Address is the host:port where peers reach this sidecar, advertised in its Lease.
+	// Default: the address it listens on, which must then name a host.
+	Address string
+	// Namespace holds the identity Leases; default kube-system.
+	Namespace string
+
+	// GetServingCertificate returns the certificate presented to clients, who verify it
+	// as they verify the apiserver; it is asked at every new connection, so rotated
+	// certificates are served (see CertificateFiles).
+	GetServingCertificate func() (*tls.Certificate, error)
+	// GetPeerCertificate, if set, returns the certificate presented to connections that
+	// ask for PeerServerName (TLS SNI), as peers do: one from the peer CA. Without it,
+	// peers get the serving certificate.
+	GetPeerCertificate func() (*tls.Certificate, error)
+
+	// LocalURL is the local kube-apiserver, https://host:port.
+	LocalURL string
+	// LocalRootCAs verify the local kube-apiserver's serving certificate.
+	LocalRootCAs *x509.CertPool
+	// LocalClient reads the local server's discovery with the sidecar's own credentials.
+	LocalClient *http.Client
+	// Client manages and watches the identity Leases.
+	Client kubernetes.Interface
+
+	// GetProxyClientCertificate returns the front-proxy client certificate, presented to
+	// the local apiserver when forwarding a user named by X-Remote-* headers, and to peers
+	// always; it is asked at every new connection.
+	GetProxyClientCertificate func() (*tls.Certificate, error)
+	// PeerRootCAs verify peers' serving certificates: a Lease's address is used only if
+	// the server there proves itself with a certificate from this CA for PeerServerName.
+	// A CA that signs only sidecars' peer certificates is best (see GetPeerCertificate).
+	PeerRootCAs *x509.CertPool
+	// PeerServerName is the name a peer's serving certificate must hold, whatever address
+	// its Lease names; it is also sent as the TLS server name (SNI). Default
+	// mvproxy.DefaultPeerServerName.
+	PeerServerName string
+	// Identifier tells client-certificate users and trusted peers apart.
+	Identifier *mvproxy.CertIdentifier
+
+	// LeaseDuration (default 30s), LocalRefresh (default 10s), PeerRefresh (default 1m),
+	// PeerTimeout (default 5s), and ShutdownTimeout (default 10s), how long Serve lets
+	// requests finish once its context ends.
+	LeaseDuration, LocalRefresh, PeerRefresh, PeerTimeout, ShutdownTimeout time.Duration
+
+	// Metrics, if set, records the proxy's metrics.
+	Metrics *mvproxy.Metrics
+	// Logger receives what the sidecar does and every failure; nil discards.
+	Logger *slog.Logger
+}
+
+// Sidecar is the mixed version proxy beside a stock kube-apiserver. Serve runs it.
+type Sidecar struct {
+	o         Options
+	dir       *mvproxy.Directory
+	local     *LocalCache
+	handler   http.Handler
+	peers     *http.Transport
+	transport []*http.Transport
+}
+
+// New checks o, every error at once, and builds the sidecar.
+func New(o Options) (*Sidecar, error) {
+	if o.Namespace == "" {
+		o.Namespace = "kube-system"
+	}
+	if o.PeerServerName == "" {
+		o.PeerServerName = mvproxy.DefaultPeerServerName
+	}
+	o.LeaseDuration = orDefault(o.LeaseDuration, 30*time.Second)
+	o.LocalRefresh = orDefault(o.LocalRefresh, 10*time.Second)
+	o.PeerRefresh = orDefault(o.PeerRefresh, time.Minute)
+	o.PeerTimeout = orDefault(o.PeerTimeout, 5*time.Second)
+	o.ShutdownTimeout = orDefault(o.ShutdownTimeout, 10*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	local, err := o.validate()
+	if err != nil {
+		return nil, fmt.Errorf("sidecar: options: %w", err)
+	}
+
+	s := &Sidecar{o: o, dir: mvproxy.NewDirectory(o.ID)}
+	clientCert := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return o.GetProxyClientCertificate() }
+	localPlain := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, MinVersion: tls.VersionTLS12})
+	localProxy := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, GetClientCertificate: clientCert, MinVersion: tls.VersionTLS12})
+	s.peers = newTransport(&tls.Config{
+		RootCAs:              o.PeerRootCAs,
+		GetClientCertificate: clientCert,
+		ServerName:           o.PeerServerName,
+		MinVersion:           tls.VersionTLS12,
+	})
+	s.transport = []*http.Transport{localPlain, localProxy, s.peers}
+
+	s.local = &LocalCache{
+		Directory: s.dir,
+		Fetch: func(ctx context.Context) (*discovery.Document, error) {
+			return discovery.Fetch(ctx, o.LocalClient, o.LocalURL, nil)
+		},
+		Interval:    o.LocalRefresh,
+		MinInterval: time.Second,
+		OnError: func(err error) {
+			o.Logger.Warn("refreshing local discovery", "err", err)
+		},
+	}
+	s.handler, err = mvproxy.NewHandler(mvproxy.Options{
+		Local:         newLocalProxy(local, localPlain, localProxy, s.dir, o.Metrics, o.Logger),
+		Directory:     s.dir,
+		PeerTransport: s.peers,
+		Identify:      o.Identifier.Identify,
+		RefreshLocal:  s.local.Refresh,
+		Metrics:       o.Metrics,
+		Logger:        o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// validate checks the options and returns the local apiserver's URL.
+func (o *Options) validate() (*url.URL, error) {
+	var errs []error
+	if o.ID == "" {
+		errs = append(errs, errors.New("ID is empty"))
+	}
+	switch {
+	case o.Listener == nil && o.ListenAddress == "":
+		errs = append(errs, errors.New("ListenAddress or Listener is required"))
+	case o.Address != "":
+		if err := validAddress(o.Address); err != nil {
+			errs = append(errs, fmt.Errorf("address %q: %w", o.Address, err))
+		}
+	case !namesHost(o.listenAddress()):
+		errs = append(errs, fmt.Errorf("listen address %q names no host peers could reach: Address is required", o.listenAddress()))
+	}
+	local, err := url.Parse(o.LocalURL)
+	if err != nil || local.Scheme != "https" || local.Host == "" {
+		errs = append(errs, fmt.Errorf("local apiserver URL %q: want https://host:port", o.LocalURL))
+	}
+	if o.LocalClient == nil || o.Client == nil {
+		errs = append(errs, errors.New("LocalClient and Client are required"))
+	}
+	if o.PeerRootCAs == nil || o.Identifier == nil || o.GetServingCertificate == nil || o.GetProxyClientCertificate == nil {
+		errs = append(errs, errors.New("PeerRootCAs, Identifier, GetServingCertificate and GetProxyClientCertificate are required"))
+	} else if err := o.checkPeerCertificate(); err != nil {
+		errs = append(errs, err)
+	}
+	return local, errors.Join(errs...)
+}
+
+// checkPeerCertificate refuses a sidecar its peers would refuse.
+func (o *Options) checkPeerCertificate() error {
+	get := o.GetServingCertificate
+	if o.GetPeerCertificate != nil {
+		get = o.GetPeerCertificate
+	}
+	cert, err := get()
+	if err == nil {
+		err = VerifyPeerCertificate(cert, o.PeerRootCAs, o.PeerServerName)
+	}
+	if err != nil {
+		return fmt.Errorf("peers would refuse the certificate presented to them: it does not verify with PeerRootCAs for PeerServerName %q: %w", o.PeerServerName, err)
+	}
+	return nil
+}
+
+func (o *Options) listenAddress() string {
+	if o.Listener != nil {
+		return o.Listener.Addr().String()
+	}
+	return o.ListenAddress
+}
+
+// namesHost reports whether addr is host:port with a host that is not the unspecified
+// address, so that peers can reach it.
+func namesHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && host != "" && !net.ParseIP(host).IsUnspecified()
+}
+
+// run keeps local discovery fresh, follows the peers and keeps the identity Lease, for
+// address, until ctx ends; then it deletes the Lease and returns.
+func (s *Sidecar) run(ctx context.Context, address string) {
+	watcher := &PeerWatcher{
+		Client: s.o.Client, Namespace: s.o.Namespace, Directory: s.dir, PeerClient: &http.Client{Transport: s.peers},
+		Timeout: s.o.PeerTimeout, Refresh: s.o.PeerRefresh, Metrics: s.o.Metrics, Logger: s.o.Logger,
+	}
+	keeper := &LeaseKeeper{
+		Client: s.o.Client, Namespace: s.o.Namespace, Name: s.o.ID, Address: address,
+		Duration: s.o.LeaseDuration, Logger: s.o.Logger,
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.local.Run(ctx) })
+	wg.Go(func() { watcher.Run(ctx) })
+	wg.Go(func() { keeper.Run(ctx) })
+	wg.Wait()
+	for _, t := range s.transport {
+		t.CloseIdleConnections()
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
