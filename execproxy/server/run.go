@@ -23,15 +23,15 @@ import (
 // do to each request, which client certificate to present upstream). Run calls it once per
 // process: in a launcher only to check what the plugin was given, so that a bad argument
 // fails the client's run of the plugin with its own message; in the process that serves,
-// to serve.
+// to serve. Nil options forward requests unchanged.
 //
 // Run fills in what the request decides: Upstream (from the client's spec.cluster, unless
 // the Func set one), LockFilePath, IdentityFile (beside the lock file, unless set),
 // SocketDir (the lock file's directory, unless set) and Ready (which prints the answer).
 //
-// Options left nil forward requests unchanged. ctx ends, and then release (if not nil) is called, once Run is done with the options:
-// at once in a launcher, once Serve has returned in the process that serves. On error,
-// the Func releases what it opened itself.
+// ctx ends, and then release (if not nil) is called, once Run is done with the options:
+// at once in a launcher, once Serve has returned in the process that serves. A Func that
+// fails releases what it opened itself.
 type Func func(ctx context.Context, req *Request) (opts *Options, release func(), err error)
 
 // Request is what the client asked of the plugin, and in what process the plugin runs.
@@ -40,15 +40,16 @@ type Request struct {
 	// to forward to.
 	Info *plugin.Info
 	// LockFilePath is the client's spec.lockFilePath, which it holds locked for as long as
-	// it lives. It is never empty when a Func is called: Run refuses clients without one.
+	// it lives. It is empty when the client does not support exec proxies; Run then
+	// refuses the request once the Func has checked the plugin's arguments.
 	LockFilePath string
 	// Args are the plugin's arguments. In a daemon they are its launcher's, read from
 	// stdin, never from the daemon's own command line; read them from here, not os.Args.
 	Args []string
 	// Serving is true when the options will be served in this process (a daemon, or a
-	// plugin that is its own proxy), and false in a launcher, which builds them only to
-	// check them: start nothing there that listens or runs on (a metrics endpoint, a
-	// certificate watch).
+	// plugin that is its own proxy). It is false in a launcher, which builds them only to
+	// check them, and for a request without a lock file, which Run refuses: start nothing
+	// then that listens or runs on (a metrics endpoint, a certificate watch).
 	Serving bool
 }
 
