@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/rest"
@@ -30,8 +31,8 @@ import (
 // SocketDir (the lock file's directory, unless set) and Ready (which prints the answer).
 //
 // ctx ends, and then release (if not nil) is called, once Run is done with the options:
-// at once in a launcher, once Serve has returned in the process that serves. A Func that
-// fails releases what it opened itself.
+// in a launcher before it starts the daemon, in the process that serves once Serve has
+// returned. A Func that fails releases what it opened itself.
 type Func func(ctx context.Context, req *Request) (opts *Options, release func(), err error)
 
 // Request is what the client asked of the plugin, and in what process the plugin runs.
@@ -110,27 +111,28 @@ func Run(ctx context.Context, f Func, p Process) error {
 	req.Args = p.Args
 	req.Serving = (p.Daemon || p.DaemonArgs == nil) && req.LockFilePath != ""
 
-	optsCtx, done := context.WithCancel(ctx)
+	optsCtx, cancel := context.WithCancel(ctx)
 	o, release, err := f(optsCtx, req)
-	releaseOptions := func() {
-		done()
+	if err != nil {
+		cancel()
+		return err
+	}
+	stop := func() {
+		cancel()
 		if release != nil {
 			release()
 		}
 	}
-	if err != nil {
-		releaseOptions()
-		return err
-	}
-	if req.LockFilePath == "" {
-		releaseOptions()
-		return errNoLock
-	}
 	if !req.Serving {
-		releaseOptions()
+		// The options were only checked. They are released before a daemon starts, which
+		// may need what they hold (a token that admits one session at a time).
+		stop()
+		if req.LockFilePath == "" {
+			return errNoLock
+		}
 		return launch(ctx, p, req.LockFilePath)
 	}
-	defer releaseOptions()
+	defer stop()
 	var so Options
 	if o != nil {
 		so = *o
@@ -195,17 +197,13 @@ const maxArgs = 1 << 20
 func readArgs(r io.Reader) ([]string, error) {
 	var args []string
 	if r == nil {
-		r = eof{}
+		r = strings.NewReader("")
 	}
 	if err := json.NewDecoder(io.LimitReader(r, maxArgs)).Decode(&args); err != nil {
 		return nil, fmt.Errorf("exec proxy: reading the launcher's arguments from stdin: %w", err)
 	}
 	return args, nil
 }
-
-type eof struct{}
-
-func (eof) Read([]byte) (int, error) { return 0, io.EOF }
 
 // mainDaemonArgs is how Main starts its daemon, and how a daemon knows it is one.
 var mainDaemonArgs = []string{"--exec-proxy-daemon"}
@@ -222,10 +220,16 @@ func Main(f Func) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	withLogger := func(ctx context.Context, req *Request) (*Options, func(), error) {
 		o, release, err := f(ctx, req)
-		if o != nil && o.Logger == nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		if o == nil {
+			o = &Options{}
+		}
+		if o.Logger == nil {
 			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 		}
-		return o, release, err
+		return o, release, nil
 	}
 	err := Run(ctx, withLogger, Process{
 		Args:       os.Args[1:],
