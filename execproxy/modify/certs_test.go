@@ -2,16 +2,11 @@ package modify_test
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,55 +16,30 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
-// testCA issues client certificates for the TLS servers of these tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  crypto.Signer
-	pool *x509.CertPool
-}
+// issued names the certificates issued, so that no two share a file in the CA's directory.
+var issued atomic.Int64
 
-func newTestCA(t testing.TB) *testCA {
+// issue returns a PEM client certificate from ca for pub, valid from notBefore to notAfter.
+func issue(t testing.TB, ca *testpki.CA, cn string, pub crypto.PublicKey, notBefore, notAfter time.Time) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	path, err := ca.IssueForPeriod(fmt.Sprintf("%s-%d", cn, issued.Add(1)), tmpl, pub, notBefore, notAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test client CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
+	return b
 }
 
-var serials atomic.Int64
-
-// issue returns a PEM client certificate for pub, valid from notBefore to notAfter.
-func (ca *testCA) issue(t testing.TB, cn string, pub crypto.PublicKey, notBefore, notAfter time.Time) []byte {
+func issueNow(t testing.TB, ca *testpki.CA, cn string, pub crypto.PublicKey) []byte {
 	t.Helper()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serials.Add(1) + 1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: notBefore, NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-func (ca *testCA) issueNow(t testing.TB, cn string, pub crypto.PublicKey) []byte {
-	return ca.issue(t, cn, pub, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	return issue(t, ca, cn, pub, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 }
 
 func keyPEM(t testing.TB, key crypto.Signer) []byte {
@@ -78,7 +48,7 @@ func keyPEM(t testing.TB, key crypto.Signer) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	return testpki.PEM("PRIVATE KEY", der)
 }
 
 // writeFile replaces path atomically, as certificate managers do.
@@ -121,7 +91,7 @@ func (s countingSigner) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts)
 // mtlsServer requires a client certificate from ca and answers with its common name and
 // whether the TLS session was resumed. /stream sends a line, then one more for each
 // value on next, until the client goes away.
-func mtlsServer(t testing.TB, ca *testCA, maxVersion uint16, next <-chan string) *httptest.Server {
+func mtlsServer(t testing.TB, ca *testpki.CA, maxVersion uint16, next <-chan string) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cn := r.TLS.PeerCertificates[0].Subject.CommonName
@@ -140,7 +110,7 @@ func mtlsServer(t testing.TB, ca *testCA, maxVersion uint16, next <-chan string)
 		}
 		fmt.Fprintf(w, "%s resumed=%v", cn, r.TLS.DidResume)
 	}))
-	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool, MaxVersion: maxVersion}
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool(), MaxVersion: maxVersion}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
@@ -169,10 +139,10 @@ func getBody(t testing.TB, c *http.Client, url string) string {
 	return string(b)
 }
 
-func filePair(t testing.TB, dir, name string, ca *testCA, cn string, key crypto.Signer) (certFile, keyFile string) {
+func filePair(t testing.TB, dir, name string, ca *testpki.CA, cn string, key crypto.Signer) (certFile, keyFile string) {
 	t.Helper()
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	writeFile(t, keyFile, keyPEM(t, key))
-	writeFile(t, certFile, ca.issueNow(t, cn, key.Public()))
+	writeFile(t, certFile, issueNow(t, ca, cn, key.Public()))
 	return certFile, keyFile
 }

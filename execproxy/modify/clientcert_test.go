@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
 func newClientCert(t testing.TB, certFile, keyURI string, n *atomic.Int64) *modify.ClientCertificate {
@@ -39,7 +40,7 @@ func newClientCert(t testing.TB, certFile, keyURI string, n *atomic.Int64) *modi
 // TestResumedSessionsNeedNoSignature: the key signs during the first handshake only; later
 // connections resume the TLS session. RSA over TLS 1.3 signs with PSS.
 func TestResumedSessionsNeedNoSignature(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewTestCA(t, "test client CA")
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestResumedSessionsNeedNoSignature(t *testing.T) {
 // new certificate (no resumed session carries the old identity over), and a stream opened
 // before keeps flowing.
 func TestRotationWithoutRestart(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewTestCA(t, "test client CA")
 	next := make(chan string)
 	srv := mtlsServer(t, ca, 0, next)
 	dir := t.TempDir()
@@ -120,7 +121,7 @@ func TestRotationWithoutRestart(t *testing.T) {
 	// A new key and certificate; the key is written first, as a renewal would.
 	key2, _ := rsa.GenerateKey(rand.Reader, 2048)
 	writeFile(t, keyFile, keyPEM(t, key2))
-	writeFile(t, certFile, ca.issueNow(t, "alice-2", key2.Public()))
+	writeFile(t, certFile, issueNow(t, ca, "alice-2", key2.Public()))
 	select {
 	case <-rotated:
 	case <-time.After(10 * time.Second):
@@ -143,7 +144,7 @@ func TestRotationWithoutRestart(t *testing.T) {
 // TestUnusableReplacementKeepsCurrentCertificate: a replacement certificate without its key
 // is not taken up; when the key arrives, it is.
 func TestUnusableReplacementKeepsCurrentCertificate(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewTestCA(t, "test client CA")
 	srv := mtlsServer(t, ca, 0, nil)
 	dir := t.TempDir()
 	key1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -159,7 +160,7 @@ func TestUnusableReplacementKeepsCurrentCertificate(t *testing.T) {
 	}
 	c := mtlsClient(srv, cc, false)
 	key2, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	writeFile(t, certFile, ca.issueNow(t, "alice-2", key2.Public())) // the key is not there yet
+	writeFile(t, certFile, issueNow(t, ca, "alice-2", key2.Public())) // the key is not there yet
 	if got := getBody(t, c, srv.URL); got != "alice-1 resumed=false" {
 		t.Errorf("with the new certificate but the old key: %q, want alice-1", got)
 	}
@@ -171,7 +172,7 @@ func TestUnusableReplacementKeepsCurrentCertificate(t *testing.T) {
 }
 
 func TestClientCertificateBadInput(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewTestCA(t, "test client CA")
 	dir := t.TempDir()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -186,19 +187,19 @@ func TestClientCertificateBadInput(t *testing.T) {
 	for _, tt := range []struct {
 		name, cert, key, want string
 	}{
-		{"expired", write("expired.crt", ca.issue(t, "alice", ec.Public(), time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))), ecKey,
+		{"expired", write("expired.crt", issue(t, ca, "alice", ec.Public(), time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))), ecKey,
 			`certificate for "alice" expired at `},
-		{"not yet valid", write("future.crt", ca.issue(t, "alice", ec.Public(), time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))), ecKey,
+		{"not yet valid", write("future.crt", issue(t, ca, "alice", ec.Public(), time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))), ecKey,
 			`certificate for "alice" is not valid before `},
-		{"key and certificate do not match", write("other.crt", ca.issueNow(t, "alice", other.Public())), ecKey,
+		{"key and certificate do not match", write("other.crt", issueNow(t, ca, "alice", other.Public())), ecKey,
 			"does not match the certificate (the certificate is for a different ECDSA P-256 key)"},
-		{"unsupported key type", write("p224.crt", ca.issueNow(t, "alice", p224.Public())), write("p224.key", keyPEM(t, p224)),
+		{"unsupported key type", write("p224.crt", issueNow(t, ca, "alice", p224.Public())), write("p224.key", keyPEM(t, p224)),
 			"unsupported key type ECDSA P-224: want ECDSA P-256, P-384 or P-521, RSA of at least 2048 bits, or Ed25519"},
-		{"short RSA key", write("rsa1024.crt", ca.issueNow(t, "alice", rsa1024.Public())), write("rsa1024.key", keyPEM(t, rsa1024)),
+		{"short RSA key", write("rsa1024.crt", issueNow(t, ca, "alice", rsa1024.Public())), write("rsa1024.key", keyPEM(t, rsa1024)),
 			"unsupported key type RSA 1024"},
 		{"not a certificate", ecKey, ecKey, "no PEM certificate in it"},
-		{"key file missing", write("ok.crt", ca.issueNow(t, "alice", ec.Public())), filepath.Join(dir, "missing.key"), "reading key: open "},
-		{"encrypted key", write("ok2.crt", ca.issueNow(t, "alice", ec.Public())), write("enc.key", []byte("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n")),
+		{"key file missing", write("ok.crt", issueNow(t, ca, "alice", ec.Public())), filepath.Join(dir, "missing.key"), "reading key: open "},
+		{"encrypted key", write("ok2.crt", issueNow(t, ca, "alice", ec.Public())), write("enc.key", []byte("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n")),
 			"the key is encrypted"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,7 +257,7 @@ func TestOpenKeySchemes(t *testing.T) {
 // handshake, so one put shortly after a rotation may belong to a connection made with the
 // old certificate; it must not be resumed as the new identity.
 func TestSessionsRightAfterRotationAreNotKept(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewTestCA(t, "test client CA")
 	dir := t.TempDir()
 	key1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	certFile, keyFile := filePair(t, dir, "client", ca, "alice-1", key1)
@@ -276,7 +277,7 @@ func TestSessionsRightAfterRotationAreNotKept(t *testing.T) {
 	}
 	key2, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	writeFile(t, keyFile, keyPEM(t, key2))
-	writeFile(t, certFile, ca.issueNow(t, "alice-2", key2.Public()))
+	writeFile(t, certFile, issueNow(t, ca, "alice-2", key2.Public()))
 	if _, ok := cache.Get("api:443"); ok { // the next connection notices the rotation
 		t.Error("a session of the old certificate is offered after the rotation")
 	}

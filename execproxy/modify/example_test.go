@@ -2,12 +2,20 @@ package modify_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
 func ExampleNewHTTPSig() {
@@ -27,4 +35,81 @@ func ExampleNewHTTPSig() {
 	}
 	fmt.Println(req.Header.Get("Signature-Input"))
 	// Output: kplug=("@method" "@authority" "@path" "@query" "impersonate-user");created=1795000000;keyid="dave-laptop";alg="ed25519"
+}
+
+// proxyOptions is the heart of a proxy plugin's Func (see execproxy/server): the client
+// certificate whose key keyURI names (a PEM file here; a pkcs11: URI keeps it on a token)
+// authenticates the TLS connections to the API server, and every request is signed with an
+// RFC 9421 signature. Close the returned io.Closer once the proxy has stopped.
+func proxyOptions(ctx context.Context, certFile, keyURI string, signKey crypto.Signer, now func() time.Time) (*server.Options, io.Closer, error) {
+	key, err := modify.OpenKey(keyURI, modify.KeyOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: key})
+	if err != nil {
+		_ = key.Close()
+		return nil, nil, err
+	}
+	sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: signKey, KeyID: "dave-laptop", Now: now})
+	if err != nil {
+		_ = cert.Close()
+		return nil, nil, err
+	}
+	return &server.Options{
+		ModifyRequest:        sign,
+		GetClientCertificate: cert.GetClientCertificate,
+		ClientSessionCache:   cert.ClientSessionCache(),      // a hardware key signs once per full handshake
+		CloseIdleConnections: cert.Watch(ctx, 2*time.Second), // a rotated certificate retires pooled connections
+	}, cert, nil
+}
+
+// The options a proxy plugin builds from modify's pieces, at work: the proxy's upstream
+// transport presents the certificate and signs each request, as this one does against an
+// API server that requires a client certificate.
+func Example() {
+	dir, _ := os.MkdirTemp("", "modify")
+	defer os.RemoveAll(dir)
+	ca, err := testpki.NewCA(dir, "ca", "client CA") // the cluster's client CA, for the example
+	if err != nil {
+		panic(err)
+	}
+	alice, err := ca.IssueClient("alice", "alice") // alice.crt and alice.key in dir
+	if err != nil {
+		panic(err)
+	}
+	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s signed %s", r.TLS.PeerCertificates[0].Subject.CommonName, r.Header.Get("Signature-Input"))
+	}))
+	api.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
+	api.StartTLS()
+	defer api.Close()
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	signKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // a fixed key, for the example only
+	opts, closer, err := proxyOptions(ctx, alice.CertFile, alice.KeyFile, signKey, func() time.Time { return time.Unix(1795000000, 0) })
+	if err != nil {
+		panic(err)
+	}
+	defer closer.Close()
+
+	roots := x509.NewCertPool()
+	roots.AddCert(api.Certificate())
+	upstream := &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, GetClientCertificate: opts.GetClientCertificate, ClientSessionCache: opts.ClientSessionCache,
+	}}
+	defer upstream.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.URL+"/api/v1/namespaces", nil)
+	if err := opts.ModifyRequest(req); err != nil {
+		panic(err)
+	}
+	resp, err := upstream.RoundTrip(req)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(string(body))
+	// Output: alice signed kplug=("@method" "@authority" "@path" "@query");created=1795000000;keyid="dave-laptop";alg="ed25519"
 }

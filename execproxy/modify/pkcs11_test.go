@@ -15,6 +15,7 @@ import (
 
 	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/internal/softhsm"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
 // newToken initialises a SoftHSM2 token for t, or skips the test when SoftHSM2 is not
@@ -53,7 +54,7 @@ func generate(t *testing.T, tok *softhsm.Token, kind, label string) crypto.Publi
 // token: they sign on the token, RSA with PSS under TLS 1.3, once per full handshake.
 func TestPKCS11ClientKeys(t *testing.T) {
 	tok, pinFile := newToken(t)
-	ca := newTestCA(t)
+	ca := testpki.NewTestCA(t, "test client CA")
 	dir := t.TempDir()
 	ecPub := generate(t, tok, "ecdsa-p256", "alice-ec")
 	rsaPub := generate(t, tok, "rsa-2048", "alice-rsa")
@@ -63,8 +64,8 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		writeFile(t, p, b)
 		return p
 	}
-	ecCert := write("ec.crt", ca.issueNow(t, "alice-ec", ecPub))
-	rsaCert := write("rsa.crt", ca.issueNow(t, "alice-rsa", rsaPub))
+	ecCert := write("ec.crt", issueNow(t, ca, "alice-ec", ecPub))
+	rsaCert := write("rsa.crt", issueNow(t, ca, "alice-rsa", rsaPub))
 
 	// Before any session is logged in: PKCS#11 logins are per application, so a wrong PIN
 	// is only noticed by the first.
@@ -82,7 +83,7 @@ func TestPKCS11ClientKeys(t *testing.T) {
 			{"missing module", ecCert, "pkcs11:token=kplug-test;object=alice-ec", "pkcs11: no module: add module-path=/path/to/module.so to the URI or set KPLUG_PKCS11_MODULE", modify.KeyOptions{PIN: tok.PIN}},
 			{"key and certificate do not match", rsaCert, tok.URI("alice-ec", pinFile),
 				`pkcs11: key object "alice-ec" on token "kplug-test" does not match the certificate (the certificate is for a different RSA 2048 key)`, modify.KeyOptions{}},
-			{"unsupported key type", write("p224.crt", ca.issueNow(t, "alice-p224", p224Pub)), tok.URI("alice-p224", pinFile),
+			{"unsupported key type", write("p224.crt", issueNow(t, ca, "alice-p224", p224Pub)), tok.URI("alice-p224", pinFile),
 				"unsupported key type ECDSA P-224", modify.KeyOptions{}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
@@ -152,7 +153,7 @@ func TestPKCS11ClientKeys(t *testing.T) {
 	t.Run("certificate on the token, rotated there", func(t *testing.T) {
 		srv := mtlsServer(t, ca, 0, nil)
 		store := func(cn string, pub crypto.PublicKey) {
-			block, _ := pem.Decode(ca.issueNow(t, cn, pub))
+			block, _ := pem.Decode(issueNow(t, ca, cn, pub))
 			if err := tok.StoreCertificate("alice-rsa", block.Bytes); err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +189,7 @@ func TestPKCS11ClientKeys(t *testing.T) {
 
 	t.Run("rotation to a new key on the token", func(t *testing.T) {
 		srv := mtlsServer(t, ca, 0, nil)
-		certFile := write("rotating.crt", ca.issueNow(t, "alice-ec", ecPub))
+		certFile := write("rotating.crt", issueNow(t, ca, "alice-ec", ecPub))
 		cc := newClientCert(t, certFile, tok.URI("alice-ec", pinFile), nil)
 		c := mtlsClient(srv, cc, true)
 		if got := getBody(t, c, srv.URL); got != "alice-ec resumed=false" {
@@ -196,7 +197,7 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		}
 		// A second key under the same label, and a certificate for it.
 		newPub := generate(t, tok, "ecdsa-p256", "alice-ec")
-		writeFile(t, certFile, ca.issueNow(t, "alice-ec-2", newPub))
+		writeFile(t, certFile, issueNow(t, ca, "alice-ec-2", newPub))
 		if got := getBody(t, c, srv.URL); got != "alice-ec-2 resumed=false" {
 			t.Errorf("after rotation: %q, want alice-ec-2 in a full handshake", got)
 		}

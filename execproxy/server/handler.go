@@ -47,9 +47,7 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 		FlushInterval: -1, // watches and logs -f: every write reaches the client at once
 		BufferPool:    reverseproxy.BufferPool,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if o.Logger != nil {
-				o.Logger.Warn("exec proxy: upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-			}
+			o.logger().Warn("exec proxy: upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 			m.observeError()
 			writeStatus(w, http.StatusBadGateway, fmt.Sprintf("exec proxy: %s %s: %v", r.Method, r.URL.Path, err))
 		},

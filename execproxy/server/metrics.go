@@ -1,21 +1,26 @@
 package server
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kplug/kplug/internal/metrics"
 )
 
 // Metrics records the proxy side: requests by method and code, errors reaching the API
-// server, and latency. A nil *Metrics records nothing.
+// server, and latency. Options.Metrics takes it; a nil *Metrics records nothing. It is
+// safe for concurrent use, and proxies that register with the same registry share it.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	errors   prometheus.Counter
 	latency  *prometheus.HistogramVec
 }
 
-// NewMetrics registers the proxy metrics with reg.
+// NewMetrics creates the proxy metrics and registers them with reg; a nil reg registers
+// nothing.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -29,10 +34,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"method"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.errors, m.latency} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := metrics.Register(reg, &m.requests); err != nil {
+		return nil, err
+	}
+	if err := metrics.Register(reg, &m.errors); err != nil {
+		return nil, err
+	}
+	if err := metrics.Register(reg, &m.latency); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -41,6 +50,7 @@ func (m *Metrics) observe(method string, code int, d time.Duration) {
 	if m == nil {
 		return
 	}
+	method = methodLabel(method)
 	m.requests.WithLabelValues(method, strconv.Itoa(code)).Inc()
 	m.latency.WithLabelValues(method).Observe(d.Seconds())
 }
@@ -49,4 +59,16 @@ func (m *Metrics) observeError() {
 	if m != nil {
 		m.errors.Inc()
 	}
+}
+
+// methodLabel is the method label of a request: its method if HTTP defines it, else
+// "other", since a client may send any token as a method, and one series each would let it
+// grow the registry without bound.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }

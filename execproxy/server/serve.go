@@ -22,10 +22,11 @@ import (
 	"github.com/kplug/kplug/execcred"
 )
 
-// Options configure Serve.
+// Options configure Serve. A Func returns them to Run, which fills in the fields the
+// client's request decides (see Func); a plugin that calls Serve itself sets them all.
 type Options struct {
-	// Upstream is the API server to forward to: Host, TLS settings and Proxy, e.g. from
-	// plugin.Info.RESTConfig(). Without Proxy, HTTP(S)_PROXY and NO_PROXY apply.
+	// Upstream is the API server to forward to: Host, TLS settings and Proxy, as
+	// plugin.Info.RESTConfig() gives them. Without Proxy, HTTP(S)_PROXY and NO_PROXY apply.
 	Upstream *rest.Config
 	// LockFilePath is the client's spec.lockFilePath: a regular file (not a link) that
 	// the client holds an exclusive flock on. Serve opens it once, at start, and returns
@@ -55,7 +56,7 @@ type Options struct {
 	// The owner closes the channel once Serve has returned.
 	CloseIdleConnections <-chan struct{}
 	// Ready is called once the proxy listens, with the ExecCredential status the plugin
-	// must print (apiVersion and kind are the plugin's to add).
+	// must print (plugin.Write adds apiVersion and kind). Run sets it.
 	Ready func(*execcred.Status)
 	// Logger receives proxy errors; nil discards them.
 	Logger *slog.Logger
@@ -69,11 +70,7 @@ func Serve(ctx context.Context, o Options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	lock, err := openClientLock(o.LockFilePath, log)
+	lock, err := openClientLock(o.LockFilePath, o.logger())
 	if err != nil {
 		return err
 	}
@@ -150,6 +147,13 @@ func Serve(ctx context.Context, o Options) error {
 	return cause
 }
 
+func (o *Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
+}
+
 // hopProtocols is HTTP/1.1 only for the hop from the client. Over a local socket a
 // connection per concurrent request costs little, and HTTP/2's framing and per-stream
 // goroutines cost about 40 µs a request (docs/benchmarks.md).
@@ -167,7 +171,7 @@ var (
 func (o *Options) validate() error {
 	switch {
 	case o.LockFilePath == "":
-		return errors.New("exec proxy: no lock file: the client did not send spec.lockFilePath, so it does not support exec proxies (KEP-2718); run it through `kplug run -- <client>` or use `kplug request`")
+		return errNoLock
 	case o.Upstream == nil || o.Upstream.Host == "":
 		return errors.New("exec proxy: no API server to forward to: set provideClusterInfo: true in the kubeconfig's exec block")
 	case o.SocketDir == "":

@@ -1,17 +1,13 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,11 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execproxy"
-	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
-	"github.com/kplug/kplug/internal/privdir"
 )
 
 type proxyPluginOptions struct {
@@ -35,7 +28,6 @@ type proxyPluginOptions struct {
 	metricsAddr string
 	daemon      bool
 	sign        signOptions
-	cert        *modify.ClientCertificate // loaded from --client-cert and --client-key
 }
 
 func (o *proxyPluginOptions) AddFlags(cmd *cobra.Command) {
@@ -74,116 +66,77 @@ kplug run, the execproxy package). The proxy exits when its client exits.`,
       interactiveMode: Never`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.daemon {
-				if err := o.launcherArgs(cmd, g); err != nil {
-					return err
-				}
+			// The daemon's command line is only "proxy-plugin --daemon", because any local
+			// user can read a process's command line (ps, /proc/PID/cmdline), and --header
+			// values are often secrets: server.Run hands it kplug's arguments on stdin.
+			err := server.Run(cmd.Context(), o.serverOptions(cmd, g), server.Process{
+				Args:       g.args,
+				ExecInfo:   os.Getenv(execcred.InfoEnv),
+				DaemonArgs: []string{"proxy-plugin", "--daemon"},
+				Daemon:     o.daemon,
+				Stdin:      g.io.In,
+				Stdout:     cmd.OutOrStdout(),
+			})
+			var ce *server.ConfigError
+			if errors.As(err, &ce) {
+				return invalidConfig(err)
 			}
-			return o.run(cmd.Context(), g, cmd.OutOrStdout())
+			return err
 		},
 	}
 	o.AddFlags(cmd)
 	return cmd
 }
 
-// launcherArgs reads the launcher's arguments from stdin and applies them. The daemon's
-// command line is only "proxy-plugin --daemon", because any local user can read a
-// process's command line (ps, /proc/PID/cmdline), and --header values are often secrets.
-func (o *proxyPluginOptions) launcherArgs(cmd *cobra.Command, g *globals) error {
-	var args []string
-	if err := json.NewDecoder(io.LimitReader(g.io.In, 1<<20)).Decode(&args); err != nil {
-		return fmt.Errorf("exec proxy: reading the launcher's arguments from stdin: %w", err)
-	}
-	if err := cmd.Flags().Parse(args); err != nil {
-		return &usageError{err: err}
-	}
-	g.log = newLogger(g.io.Err, g.verbosity)
-	return nil
-}
-
-func (o *proxyPluginOptions) run(ctx context.Context, g *globals, out io.Writer) error {
-	info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
-	if err != nil {
-		return err
-	}
-	serveOpts, closers, err := o.serveOptions(ctx, g, info)
-	defer func() {
-		for _, c := range closers {
-			_ = c.Close()
-		}
-	}()
-	if err != nil {
-		return err
-	}
-	if !o.daemon {
-		return launch(ctx, out, serveOpts.LockFilePath, g.args)
-	}
-	serveOpts.Ready = func(s *execcred.Status) {
-		// The answer is the only thing this process writes to stdout; closing stdout tells
-		// the launcher it is complete.
-		_ = json.NewEncoder(out).Encode(execcred.ExecCredential{Kind: execcred.Kind, APIVersion: info.APIVersion, Spec: struct{}{}, Status: s})
-		if f, ok := out.(*os.File); ok {
-			_ = f.Close()
-		}
-	}
-	if o.metricsAddr != "" {
-		reg := prometheus.NewRegistry()
-		if serveOpts.Metrics, err = server.NewMetrics(reg); err != nil {
-			return err
-		}
-		stop, err := serveMetrics(o.metricsAddr, reg)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	if o.cert != nil {
-		watchCtx, stopWatching := context.WithCancel(ctx)
-		defer stopWatching()
-		serveOpts.CloseIdleConnections = o.cert.Watch(watchCtx, certCheckInterval)
-	}
-	return server.Serve(ctx, serveOpts)
-}
-
 // certCheckInterval is how often the proxy looks for a rotated --client-cert besides at
 // each new connection, so that pooled connections to the API server are replaced too.
 const certCheckInterval = 2 * time.Second
 
-// serveOptions checks every flag and loads what they name (keys, certificates, AWS
-// credentials), so that bad input fails at start with one message; it returns what to
-// close when the proxy stops.
-func (o *proxyPluginOptions) serveOptions(ctx context.Context, g *globals, info *plugin.Info) (server.Options, []io.Closer, error) {
-	spec, err := execLockFile(os.Getenv(execcred.InfoEnv))
-	if err != nil {
-		return server.Options{}, nil, err
+// serverOptions maps the flags to the proxy's options. A daemon first applies its
+// launcher's arguments, which server.Run read from its stdin.
+func (o *proxyPluginOptions) serverOptions(cmd *cobra.Command, g *globals) server.Func {
+	return func(ctx context.Context, req *server.Request) (*server.Options, func(), error) {
+		if o.daemon {
+			if err := cmd.Flags().Parse(req.Args); err != nil {
+				return nil, nil, &usageError{err: err}
+			}
+			g.log = newLogger(g.io.Err, g.verbosity)
+		}
+		return o.options(ctx, g, req)
 	}
-	upstream, err := info.RESTConfig()
-	if err != nil && spec != "" {
-		return server.Options{}, nil, invalidConfig(err)
-	}
+}
+
+// options checks every flag and loads what they name (keys, certificates, AWS
+// credentials), so that bad input fails in the launcher with one message; release closes
+// what was opened.
+func (o *proxyPluginOptions) options(ctx context.Context, g *globals, req *server.Request) (_ *server.Options, _ func(), err error) {
 	var closers []io.Closer
-	so := server.Options{
-		Upstream:     upstream,
-		LockFilePath: spec,
-		SocketDir:    execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")),
-		IdentityFile: spec + ".identity",
-		IdleTimeout:  o.idleTimeout,
-		Logger:       g.log,
+	release := func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
 	}
-	if spec == "" {
-		so.IdentityFile = ""
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	so := &server.Options{
+		SocketDir:   execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")),
+		IdleTimeout: o.idleTimeout,
+		Logger:      g.log,
 	}
 	headers := http.Header{}
 	for _, h := range o.headers {
 		name, value, err := headerFlag(h)
 		if err != nil {
-			return so, closers, err
+			return nil, nil, err
 		}
 		headers.Add(name, value)
 	}
 	sign, signCloser, err := o.sign.signer(ctx)
 	if err != nil {
-		return so, closers, err
+		return nil, nil, err
 	}
 	if signCloser != nil {
 		closers = append(closers, signCloser)
@@ -202,22 +155,32 @@ func (o *proxyPluginOptions) serveOptions(ctx context.Context, g *globals, info 
 	}
 	keyOnToken := strings.HasPrefix(o.clientKey, "pkcs11:")
 	if o.clientCert != "" && o.clientKey == "" || o.clientCert == "" && o.clientKey != "" && !keyOnToken {
-		return so, closers, &usageError{err: errors.New("--client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)"), showHelp: true}
+		return nil, nil, &usageError{err: errors.New("--client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)"), showHelp: true}
 	}
 	if o.clientKey != "" {
 		cc, err := clientCertificate(o.clientCert, o.clientKey, g.log)
 		if err != nil {
-			return so, closers, err
+			return nil, nil, err
 		}
 		closers = append(closers, cc)
-		o.cert = cc
 		so.GetClientCertificate = cc.GetClientCertificate
 		so.ClientSessionCache = cc.ClientSessionCache()
+		if req.Serving {
+			so.CloseIdleConnections = cc.Watch(ctx, certCheckInterval)
+		}
 	}
-	if spec == "" {
-		return so, closers, errors.New("exec proxy: no lock file: the client did not send spec.lockFilePath, so it does not support exec proxies (KEP-2718); run it through `kplug run -- <client>` or use `kplug request`")
+	if req.Serving && o.metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		if so.Metrics, err = server.NewMetrics(reg); err != nil {
+			return nil, nil, err
+		}
+		srv, err := serveMetrics(o.metricsAddr, reg)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, srv)
 	}
-	return so, closers, nil
+	return so, release, nil
 }
 
 // headerFlag parses a --header value: NAME=VALUE, or NAME=@FILE for a value kept in a file
@@ -265,84 +228,6 @@ func validHeaderName(name string) bool {
 	return name != "" && strings.Trim(name, tchar) == ""
 }
 
-// execLockFile reads spec.lockFilePath, the exec proxy extension, from KUBERNETES_EXEC_INFO.
-func execLockFile(info string) (string, error) {
-	if info == "" {
-		return "", nil
-	}
-	var in struct {
-		Spec struct {
-			LockFilePath string `json:"lockFilePath"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal([]byte(info), &in); err != nil {
-		return "", fmt.Errorf("%s: %w", execcred.InfoEnv, err)
-	}
-	return in.Spec.LockFilePath, nil
-}
-
-// launch starts this command again as a detached daemon, waits for its answer and prints
-// it. The daemon's log goes beside the client's lock file, once that directory is known
-// to be the user's own and closed to other users' writes, and never through a link.
-func launch(ctx context.Context, out io.Writer, lockFile string, args []string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := privdir.Verify(filepath.Dir(lockFile)); err != nil {
-		return fmt.Errorf("exec proxy: spec.lockFilePath %s: %w; the client must keep its lock file in a directory of its own that other users cannot write to", lockFile, err)
-	}
-	logFile, err := privdir.Replace(lockFile + ".log")
-	if err != nil {
-		return fmt.Errorf("exec proxy: the proxy's log: %w", err)
-	}
-	defer logFile.Close()
-	// The daemon outlives this launcher by design, so no context may kill it. Its options,
-	// --header values among them, reach it on stdin, not on its command line.
-	cmd := exec.Command(self, "proxy-plugin", "--daemon") //nolint:gosec,noctx // ourselves, detached
-	cmd.Stderr = logFile
-	detach(cmd)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("exec proxy: starting the proxy: %w", err)
-	}
-	_ = json.NewEncoder(stdin).Encode(args) // a daemon that cannot read them says so in its log
-	_ = stdin.Close()
-	// The answer is complete when the daemon closes stdout, after printing it or by dying.
-	answer := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(io.LimitReader(stdout, 1<<20))
-		answer <- b
-	}()
-	timer := time.NewTimer(30 * time.Second)
-	defer timer.Stop()
-	var b []byte
-	select {
-	case b = <-answer:
-	case <-timer.C:
-		_ = cmd.Process.Kill()
-		return fmt.Errorf("exec proxy: the proxy did not answer within 30s; see %s.log", lockFile)
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		return ctx.Err()
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		_ = cmd.Wait() // it has exited: reap it
-		logTail, _ := privdir.ReadFile(lockFile+".log", 64<<10)
-		return fmt.Errorf("exec proxy: the proxy exited without answering: %s", strings.TrimSpace(string(logTail)))
-	}
-	_ = cmd.Process.Release()
-	_, err = out.Write(b)
-	return err
-}
-
 // metricsServer serves reg at /metrics, for the commands with --metrics-addr.
 func metricsServer(reg *prometheus.Registry) *http.Server {
 	mux := http.NewServeMux()
@@ -350,12 +235,13 @@ func metricsServer(reg *prometheus.Registry) *http.Server {
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry) (func(), error) {
+// serveMetrics serves reg on addr until the returned server is closed.
+func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 	srv := metricsServer(reg)
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
 	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }, nil
+	return srv, nil
 }

@@ -14,7 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/kplug/kplug/internal/poll"
 )
 
 // proxyKubeconfig writes a kubeconfig whose user runs this test binary as
@@ -62,16 +63,12 @@ func runtimeDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Setenv("XDG_RUNTIME_DIR", dir)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	t.Cleanup(func() {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if m, _ := filepath.Glob(filepath.Join(dir, "kplug", "proxy-*.sock")); len(m) == 0 {
-				break
-			}
-		}
-		if m, _ := filepath.Glob(filepath.Join(dir, "kplug", "proxy-*.sock")); len(m) != 0 {
-			t.Errorf("exec proxies still running after their client ended: %v", m)
-		}
-		_ = os.RemoveAll(dir)
+		poll.Until(t, "the exec proxies to exit after their client ended", func() bool {
+			m, _ := filepath.Glob(filepath.Join(dir, "kplug", "proxy-*.sock"))
+			return len(m) == 0
+		})
 	})
 	return dir
 }

@@ -68,3 +68,14 @@ func TestDaemonTakesTheLauncherArguments(t *testing.T) {
 		t.Errorf("a launcher's bad --header: code %d, stderr %q, want %q", code, errOut.String(), want)
 	}
 }
+
+// TestProxyPluginWantsClusterInfo: a client that sent a lock file but no spec.cluster is
+// told to set provideClusterInfo, and kplug exits 2, since the kubeconfig needs fixing.
+func TestProxyPluginWantsClusterInfo(t *testing.T) {
+	t.Setenv("KUBERNETES_EXEC_INFO", `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false,"lockFilePath":"/nonexistent/client.lock"}}`)
+	code, out, errOut := run(t, "proxy-plugin", "--header", "X-A=1")
+	want := "Error: plugin: the client sent no cluster information; set provideClusterInfo: true in the kubeconfig's exec block\n"
+	if code != ExitUsage || out != "" || errOut != want {
+		t.Errorf("code %d, stdout %q\nstderr %q\nwant   %q", code, out, errOut, want)
+	}
+}

@@ -91,7 +91,7 @@ func (ca *CA) Issue(name string, tmpl *x509.Certificate) (*KeyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	der, err := ca.sign(name, tmpl, key.Public(), time.Now().Add(24*time.Hour))
+	der, err := ca.sign(name, tmpl, key.Public(), time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,13 @@ func (ca *CA) IssueServing(name string, hosts ...string) (*KeyPair, error) {
 // IssueFor signs tmpl (subject, usages) for pub, a key held elsewhere (e.g. on a hardware
 // token), valid from an hour ago until notAfter, and writes name.crt into ca.Dir.
 func (ca *CA) IssueFor(name string, tmpl *x509.Certificate, pub crypto.PublicKey, notAfter time.Time) (string, error) {
-	der, err := ca.sign(name, tmpl, pub, notAfter)
+	return ca.IssueForPeriod(name, tmpl, pub, time.Now().Add(-time.Hour), notAfter)
+}
+
+// IssueForPeriod is IssueFor valid from notBefore: a certificate that is not valid yet,
+// or already expired.
+func (ca *CA) IssueForPeriod(name string, tmpl *x509.Certificate, pub crypto.PublicKey, notBefore, notAfter time.Time) (string, error) {
+	der, err := ca.sign(name, tmpl, pub, notBefore, notAfter)
 	if err != nil {
 		return "", err
 	}
@@ -146,10 +152,10 @@ func (ca *CA) IssueFor(name string, tmpl *x509.Certificate, pub crypto.PublicKey
 	return path, os.WriteFile(path, PEM("CERTIFICATE", der), 0o600)
 }
 
-func (ca *CA) sign(name string, tmpl *x509.Certificate, pub crypto.PublicKey, notAfter time.Time) ([]byte, error) {
+func (ca *CA) sign(name string, tmpl *x509.Certificate, pub crypto.PublicKey, notBefore, notAfter time.Time) ([]byte, error) {
 	t := *tmpl
 	t.SerialNumber = serial()
-	t.NotBefore = time.Now().Add(-time.Hour)
+	t.NotBefore = notBefore
 	t.NotAfter = notAfter
 	t.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, &t, ca.Cert, pub, ca.Key)

@@ -8,24 +8,19 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/smithy-go/aws-http-auth/credentials"
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
 // The use-case benchmarks measure what each exec proxy use case costs per request: no
@@ -33,48 +28,10 @@ import (
 // connections and over a new upstream connection per request, with and without TLS
 // session resumption.
 
-// clientCA issues the client certificates the mTLS upstream accepts.
-type clientCA struct {
-	cert *x509.Certificate
-	key  crypto.Signer
-}
-
-func newClientCA(b *testing.B) *clientCA {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &clientCA{cert: cert, key: key}
-}
-
-// issue writes a client certificate for pub into dir and returns its path.
-func (ca *clientCA) issue(b *testing.B, dir, name string, pub crypto.PublicKey) string {
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(dir, name+".crt")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return path
-}
-
 // mtlsUpstream accepts client certificates from ca. With closeEach, it speaks HTTP/1.1 and
 // closes every connection after one response, so that each request needs a new TLS
 // connection to the upstream; otherwise connections are pooled over HTTP/2.
-func mtlsUpstream(b *testing.B, ca *clientCA, closeEach bool) *rest.Config {
+func mtlsUpstream(b *testing.B, ca *testpki.CA, closeEach bool) *rest.Config {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if closeEach {
 			w.Header().Set("Connection", "close")
@@ -82,9 +39,7 @@ func mtlsUpstream(b *testing.B, ca *clientCA, closeEach bool) *rest.Config {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
 	}))
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool}
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
 	srv.EnableHTTP2 = !closeEach
 	srv.StartTLS()
 	b.Cleanup(srv.Close)
@@ -135,7 +90,7 @@ func withClientKey(b *testing.B, certFile, keyURI string, resume bool, signs *at
 }
 
 func BenchmarkExecProxyUseCases(b *testing.B) {
-	ca := newClientCA(b)
+	ca := testpki.NewTestCA(b, "bench CA")
 	pooled := mtlsUpstream(b, ca, false)
 	closing := mtlsUpstream(b, ca, true)
 	dir := b.TempDir()
@@ -160,13 +115,10 @@ func BenchmarkExecProxyUseCases(b *testing.B) {
 	modifier := func(m func(*http.Request) error) func(*server.Options) {
 		return func(o *server.Options) { o.ModifyRequest = m }
 	}
-	fileKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, _ := x509.MarshalPKCS8PrivateKey(fileKey)
-	fileKeyPath := filepath.Join(dir, "file.key")
-	if err := os.WriteFile(fileKeyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+	fileKey, err := ca.IssueClient("file", "file")
+	if err != nil {
 		b.Fatal(err)
 	}
-	fileCert := ca.issue(b, dir, "file", fileKey.Public())
 
 	type useCase struct {
 		name     string
@@ -179,7 +131,7 @@ func BenchmarkExecProxyUseCases(b *testing.B) {
 		{"rfc9421-ed25519", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ed) }},
 		{"rfc9421-ecdsa-p256", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ec) }},
 		{"file-key/new-conn-full-handshake", closing, func(n *atomic.Int64) func(*server.Options) {
-			return withClientKey(b, fileCert, fileKeyPath, false, n)
+			return withClientKey(b, fileKey.CertFile, fileKey.KeyFile, false, n)
 		}},
 	}
 	if certFile, keyURI, err := pkcs11Key(b, ca, dir); err != nil {

@@ -5,8 +5,10 @@ package bench
 import (
 	"errors"
 	"testing"
+
+	"github.com/kplug/kplug/internal/testpki"
 )
 
-func pkcs11Key(*testing.B, *clientCA, string) (string, string, error) {
+func pkcs11Key(*testing.B, *testpki.CA, string) (string, string, error) {
 	return "", "", errors.New("PKCS#11 needs cgo")
 }
