@@ -233,7 +233,7 @@ func Main(f Func) {
 	}
 	err := Run(ctx, withLogger, Process{
 		Args:       os.Args[1:],
-		ExecInfo:   os.Getenv(execcred.InfoEnv),
+		ExecInfo:   os.Getenv(execcred.InfoEnv), //nolint:forbidigo // Main is a plugin's main function: it reads the process's environment
 		DaemonArgs: mainDaemonArgs,
 		Daemon:     slices.Equal(os.Args[1:], mainDaemonArgs),
 		Stdin:      os.Stdin,

@@ -97,11 +97,11 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 		return invalidConfig(err)
 	}
 	if o.metricsAddr != "" {
-		stop, err := serveMetrics(o.metricsAddr, reg)
+		srv, err := serveMetrics(o.metricsAddr, reg)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer srv.Close()
 		g.log.Info("serving metrics", "address", o.metricsAddr)
 	}
 	return s.Serve(ctx)

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/kplug/kplug/execcred"
@@ -226,22 +224,4 @@ func readHeaderFile(path string) ([]byte, error) {
 func validHeaderName(name string) bool {
 	const tchar = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 	return name != "" && strings.Trim(name, tchar) == ""
-}
-
-// metricsServer serves reg at /metrics, for the commands with --metrics-addr.
-func metricsServer(reg *prometheus.Registry) *http.Server {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-}
-
-// serveMetrics serves reg on addr until the returned server is closed.
-func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
-	srv := metricsServer(reg)
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	return srv, nil
 }
