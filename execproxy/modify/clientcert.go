@@ -2,15 +2,17 @@ package modify
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/kplug/kplug/internal/certreload"
 )
 
 // ClientCertOptions configure NewClientCertificate.
@@ -32,10 +34,12 @@ type ClientCertOptions struct {
 //
 // It reads the certificate file (or the token's certificate object) again whenever a new
 // connection starts: a few kilobytes, and no signature; file times are too coarse to tell
-// two quick writes apart. A changed, valid certificate with a matching key is used from then on: new
-// connections authenticate with it, and sessions resumed under the old one are forgotten.
-// Open connections, and the streams on them, are left alone. A replacement that is
-// unreadable, expired or without its key is logged and the current certificate kept.
+// two quick writes apart. A changed, valid certificate with a matching key is used from
+// then on: new connections authenticate with it, and sessions resumed under the old one
+// are forgotten. Open connections, and the streams on them, are left alone. A replacement
+// that is unreadable, expired or without its key is logged and the current certificate
+// kept. (kplug's one reloading certificate does this; ClientCertificate adds the key
+// source and the session cache.)
 //
 // Resumed TLS sessions need no signature, so a hardware key signs once per full
 // handshake, not per request or per connection.
@@ -43,15 +47,8 @@ type ClientCertOptions struct {
 // Methods are safe for concurrent use.
 type ClientCertificate struct {
 	o     ClientCertOptions
+	cert  *certreload.Certificate
 	cache *rotatingSessionCache
-
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	stamp   string    // the certificate file's content in use
-	refused string    // the last replacement that could not be used
-	retry   time.Time // when to try that replacement again (its key may still be coming)
-	gen     uint64    // rotations so far
-	rotated time.Time // when the last rotation was
 }
 
 // NewClientCertificate loads the certificate and its key and checks them: the certificate
@@ -60,120 +57,55 @@ func NewClientCertificate(o ClientCertOptions) (*ClientCertificate, error) {
 	if o.Key == nil {
 		return nil, errors.New("client certificate: no key")
 	}
-	if _, onToken := o.Key.(certificateHolder); o.CertFile == "" && !onToken {
+	holder, onToken := o.Key.(certificateHolder)
+	if o.CertFile == "" && !onToken {
 		return nil, errors.New("client certificate: no certificate file, and the key is not on a token that could hold the certificate")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &ClientCertificate{o: o}
-	c.cache = &rotatingSessionCache{c: c}
-	st, err := c.read()
+	src := certreload.Source{
+		Name: o.CertFile,
+		Read: func() ([]byte, error) { return os.ReadFile(o.CertFile) },
+		Key:  func(leaf *x509.Certificate) (crypto.PrivateKey, error) { return o.Key.Key(leaf.PublicKey) },
+		Check: func(leaf *x509.Certificate) error {
+			now := o.Now()
+			switch {
+			case now.After(leaf.NotAfter):
+				return fmt.Errorf("certificate for %q expired at %s", leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.RFC3339))
+			case now.Before(leaf.NotBefore):
+				return fmt.Errorf("certificate for %q is not valid before %s", leaf.Subject.CommonName, leaf.NotBefore.UTC().Format(time.RFC3339))
+			}
+			return checkTLSKeyType(leaf.PublicKey)
+		},
+		Now:    o.Now,
+		Logger: o.Logger,
+	}
+	if o.CertFile == "" {
+		src.Name, src.Read = "on the token", holder.certificate
+	}
+	cert, err := certreload.New(src)
 	if err != nil {
+		var unusable *certreload.UnusableError
+		if errors.As(err, &unusable) {
+			return nil, fmt.Errorf("client certificate %w", err)
+		}
 		return nil, fmt.Errorf("client certificate: %w", err)
 	}
-	if c.cert, err = c.load(st); err != nil {
-		return nil, fmt.Errorf("client certificate %s: %w", c.source(), err)
-	}
-	c.stamp = string(st)
+	c := &ClientCertificate{o: o, cert: cert}
+	c.cache = &rotatingSessionCache{c: c}
 	return c, nil
-}
-
-// read returns the certificate (PEM), from the file or the token.
-func (c *ClientCertificate) read() ([]byte, error) {
-	if c.o.CertFile == "" {
-		return c.o.Key.(certificateHolder).certificate()
-	}
-	return os.ReadFile(c.o.CertFile)
-}
-
-// source names where the certificate comes from, for messages.
-func (c *ClientCertificate) source() string {
-	if c.o.CertFile == "" {
-		return "on the token"
-	}
-	return c.o.CertFile
-}
-
-// load parses the certificate, checks it and finds its key.
-func (c *ClientCertificate) load(b []byte) (*tls.Certificate, error) {
-	var chain [][]byte
-	for {
-		var block *pem.Block
-		block, b = pem.Decode(b)
-		if block == nil {
-			break
-		}
-		if block.Type == "CERTIFICATE" {
-			chain = append(chain, block.Bytes)
-		}
-	}
-	if len(chain) == 0 {
-		return nil, errors.New("no PEM certificate in it")
-	}
-	leaf, err := x509.ParseCertificate(chain[0])
-	if err != nil {
-		return nil, err
-	}
-	now := c.o.Now()
-	switch {
-	case now.After(leaf.NotAfter):
-		return nil, fmt.Errorf("certificate for %q expired at %s", leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.RFC3339))
-	case now.Before(leaf.NotBefore):
-		return nil, fmt.Errorf("certificate for %q is not valid before %s", leaf.Subject.CommonName, leaf.NotBefore.UTC().Format(time.RFC3339))
-	}
-	if err := checkTLSKeyType(leaf.PublicKey); err != nil {
-		return nil, err
-	}
-	key, err := c.o.Key.Key(leaf.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: leaf}, nil
-}
-
-// current returns the certificate to use now and its generation, first taking up a
-// replaced certificate file.
-func (c *ClientCertificate) current() (*tls.Certificate, uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b, err := c.read()
-	st := string(b)
-	if err != nil || st == c.stamp || st == c.refused && c.o.Now().Before(c.retry) {
-		return c.cert, c.gen
-	}
-	cert, err := c.load(b)
-	if err != nil {
-		// Possibly half-written, or its new key not written yet: try again in a while.
-		if st != c.refused {
-			c.log().Warn("client certificate: keeping the current certificate; its replacement cannot be used", "source", c.source(), "error", err)
-		}
-		c.refused, c.retry = st, c.o.Now().Add(time.Second)
-		return c.cert, c.gen
-	}
-	c.cert, c.stamp, c.refused = cert, st, ""
-	c.gen++
-	c.rotated = c.o.Now()
-	c.log().Info("client certificate: rotated", "source", c.source(), "subject", cert.Leaf.Subject.String(), "notAfter", cert.Leaf.NotAfter)
-	return c.cert, c.gen
-}
-
-func (c *ClientCertificate) log() *slog.Logger {
-	if c.o.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return c.o.Logger
 }
 
 // GetClientCertificate is a tls.Config.GetClientCertificate.
 func (c *ClientCertificate) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	cert, _ := c.current()
+	cert, _ := c.cert.Current()
 	return cert, nil
 }
 
 // Leaf returns the certificate in use.
 func (c *ClientCertificate) Leaf() *x509.Certificate {
-	cert, _ := c.current()
+	cert, _ := c.cert.Current()
 	return cert.Leaf
 }
 
@@ -203,7 +135,7 @@ func (s *rotatingSessionCache) forGen(gen uint64) tls.ClientSessionCache {
 
 // Get runs as a connection starts: the moment to notice a new certificate.
 func (s *rotatingSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
-	_, gen := s.c.current()
+	_, gen := s.c.cert.Current()
 	return s.forGen(gen).Get(key)
 }
 
@@ -212,10 +144,8 @@ func (s *rotatingSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
 // certificate just before the rotation could otherwise put a session with the old identity
 // into the new generation's cache.
 func (s *rotatingSessionCache) Put(key string, cs *tls.ClientSessionState) {
-	s.c.mu.Lock()
-	gen, sinceRotation := s.c.gen, s.c.o.Now().Sub(s.c.rotated)
-	s.c.mu.Unlock()
-	if gen > 0 && sinceRotation < rotationGrace {
+	gen, rotated := s.c.cert.Rotation()
+	if gen > 0 && s.c.o.Now().Sub(rotated) < rotationGrace {
 		return
 	}
 	s.forGen(gen).Put(key, cs)
@@ -230,26 +160,5 @@ const rotationGrace = 30 * time.Second
 // so that pooled connections do not keep the old identity). The channel is closed when
 // ctx ends.
 func (c *ClientCertificate) Watch(ctx context.Context, interval time.Duration) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	go func() {
-		defer close(ch)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		_, last := c.current()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, gen := c.current(); gen != last {
-				last = gen
-				select {
-				case ch <- struct{}{}:
-				default: // one pending signal is enough
-				}
-			}
-		}
-	}()
-	return ch
+	return c.cert.Watch(ctx, interval)
 }
