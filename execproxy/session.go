@@ -180,7 +180,7 @@ func (s *Session) WriteKubeconfig() (path string, remove func(), err error) {
 		remove()
 		return "", nil, err
 	}
-	if err := os.Chmod(path, 0o600); err != nil { //nolint:gosec // a file in the directory MkdirTemp just made
+	if err := os.Chmod(path, 0o600); err != nil {
 		remove()
 		return "", nil, err
 	}
