@@ -99,13 +99,13 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	plugin := &wrapped{o: &o, path: path, interactive: o.Stdin != nil}
-	var src answerer = plugin
+	source := &wrapped{o: &o, path: path, interactive: o.Stdin != nil}
+	var src answerer = source
 	if info == nil {
 		log.Warn("exec-cache: " + execcred.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
 	} else {
-		plugin.interactive = info.Interactive
-		src = &diskCache{o: &o, next: plugin, path: path, info: info, log: log}
+		source.interactive = info.Interactive
+		src = &diskCache{o: &o, next: source, path: path, info: info, log: log}
 	}
 	out, err := src.answer(ctx)
 	var exitErr *execplugin.ExitError
