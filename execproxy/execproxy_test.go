@@ -57,13 +57,9 @@ func selfProxy() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var in struct {
-		Spec struct{ LockFilePath string } `json:"spec"`
-	}
-	_ = json.Unmarshal([]byte(os.Getenv(execcred.InfoEnv)), &in)
 	err = server.Serve(context.Background(), server.Options{
 		Upstream:     upstream,
-		LockFilePath: in.Spec.LockFilePath,
+		LockFilePath: info.LockFilePath,
 		SocketDir:    os.Getenv("SOCKET_DIR"),
 		Ready: func(s *execcred.Status) {
 			_ = plugin.Write(os.Stdout, info, s)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
 	"github.com/kplug/kplug/internal/exectest"
@@ -32,11 +33,12 @@ import (
 // that answers with a token saying how many descriptors of its client's lock file it
 // inherited.
 func reportLockFDs() int {
-	var in struct {
-		Spec struct{ LockFilePath string } `json:"spec"`
+	info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	_ = json.Unmarshal([]byte(os.Getenv(execcred.InfoEnv)), &in)
-	n, err := lockDescriptors(in.Spec.LockFilePath)
+	n, err := lockDescriptors(info.LockFilePath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -314,3 +314,11 @@ func TestRun(t *testing.T) {
 		t.Errorf("bad info: %v", err)
 	}
 }
+
+func TestLoadInfoLockFilePath(t *testing.T) {
+	t.Parallel()
+	info, err := LoadInfo(`{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false,"lockFilePath":"/run/user/1000/kplug/client-0123.lock"}}`)
+	if err != nil || info.LockFilePath != "/run/user/1000/kplug/client-0123.lock" {
+		t.Errorf("LoadInfo: %+v, %v", info, err)
+	}
+}
