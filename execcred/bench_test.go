@@ -6,49 +6,37 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/plugin/pkg/client/auth/exec"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/transport"
+
+	"github.com/kplug/kplug/internal/exectest"
 )
 
 // The benchmarks run kplug and client-go's exec authenticator (the code kplug replaces)
 // side by side, with the same fake plugin and the same server. `make bench` runs them;
 // docs/benchmarks.md records the figures.
 
-// benchPlugin writes a fake plugin's files and returns its environment.
-func benchPlugin(b *testing.B, token string) []clientcmdapi.ExecEnvVar {
+// benchPlugin makes a fake plugin that answers with token.
+func benchPlugin(b *testing.B, token string) *exectest.Plugin {
 	b.Helper()
-	dir := b.TempDir()
-	out := filepath.Join(dir, "out")
-	cred := fmt.Sprintf(`{"kind":"ExecCredential","apiVersion":%q,"status":{"token":%q}}`, V1, token)
-	if err := os.WriteFile(out, []byte(cred), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return []clientcmdapi.ExecEnvVar{
-		{Name: helperEnv, Value: "1"},
-		{Name: "FAKE_OUTPUT_FILE", Value: out},
-		{Name: "FAKE_COUNT_FILE", Value: filepath.Join(dir, "count")},
-	}
+	return exectest.New(b).Stdout(tokenOutput(V1, token, time.Time{}))
 }
 
-func benchRuns(env []clientcmdapi.ExecEnvVar) int {
-	info, err := os.Stat(env[2].Value)
-	if err != nil {
-		return 0
+func benchExecConfig(p *exectest.Plugin) *clientcmdapi.ExecConfig {
+	var env []clientcmdapi.ExecEnvVar
+	for _, kv := range p.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		env = append(env, clientcmdapi.ExecEnvVar{Name: name, Value: value})
 	}
-	return int(info.Size())
-}
-
-func benchExecConfig(env []clientcmdapi.ExecEnvVar) *clientcmdapi.ExecConfig {
 	return &clientcmdapi.ExecConfig{
-		Command: os.Args[0], Env: env, APIVersion: V1,
+		Command: p.Path(), Env: env, APIVersion: V1,
 		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 	}
 }
@@ -79,11 +67,11 @@ func clientGoRoundTripper(b *testing.B, ec *clientcmdapi.ExecConfig, base http.R
 
 func kplugRoundTripper(b *testing.B, ec *clientcmdapi.ExecConfig, base http.RoundTripper) http.RoundTripper {
 	b.Helper()
-	a, err := NewForRESTConfig(&rest.Config{ExecProvider: ec}, Options{Host: quietHost()})
+	src, err := NewForRESTConfig(&rest.Config{ExecProvider: ec}, Options{Host: quietHost()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &Transport{Auth: a, Base: base}
+	return &Transport{Source: src, Base: base}
 }
 
 // BenchmarkCachedCredential is the steady state: every request reuses a cached token.
@@ -154,8 +142,8 @@ func BenchmarkColdConcurrent(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				// A fresh plugin config each time: client-go caches authenticators per config.
-				env := benchPlugin(b, "cold")
-				rt := impl.rt(b, benchExecConfig(env), canned{})
+				p := benchPlugin(b, "cold")
+				rt := impl.rt(b, benchExecConfig(p), canned{})
 				var wg sync.WaitGroup
 				for range 1000 {
 					wg.Go(func() {
@@ -169,7 +157,7 @@ func BenchmarkColdConcurrent(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				execs += benchRuns(env)
+				execs += p.Runs()
 			}
 			b.ReportMetric(float64(execs)/float64(b.N), "execs/op")
 		})

@@ -41,8 +41,24 @@ type Config struct {
 	LockFilePath string
 }
 
-// Validate checks the config as client-go does when it builds an authenticator.
+// ConfigError says a configuration is invalid, so that no plugin ran: a Config that
+// Validate refuses, or a *rest.Config FromRESTConfig cannot read. Programs report it as
+// a configuration error (kplug exits 2).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate checks the config as client-go does when it builds an authenticator. Its
+// errors are *ConfigError.
 func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return &ConfigError{Err: err}
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
 	switch {
 	case !knownVersion(c.APIVersion):
 		return fmt.Errorf("exec plugin: invalid apiVersion %q", c.APIVersion)
@@ -63,9 +79,22 @@ func (c *Config) Validate() error {
 }
 
 // FromRESTConfig builds a Config from a client-go config whose ExecProvider is set, e.g. one
-// clientcmd loaded from a kubeconfig. The cluster information is built as client-go builds
-// it: the CA from CAData or CAFile, the proxy URL from calling cfg.Proxy.
+// clientcmd loaded from a kubeconfig, and validates it. The cluster information is built as
+// client-go builds it: the CA from CAData or CAFile, the proxy URL from calling cfg.Proxy.
+// Its errors are *ConfigError.
 func FromRESTConfig(cfg *rest.Config) (*Config, error) {
+	c, err := fromRESTConfig(cfg)
+	if err != nil {
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			err = &ConfigError{Err: err}
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func fromRESTConfig(cfg *rest.Config) (*Config, error) {
 	ep := cfg.ExecProvider
 	if ep == nil {
 		return nil, errors.New("exec plugin: the config has no exec provider")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	kjson "sigs.k8s.io/json"
@@ -28,7 +29,11 @@ type Credential struct {
 	authorization []string // "Bearer <token>", built once
 	certPEM       []byte
 	keyPEM        []byte
+	seq           uint64 // orders decoded credentials: a larger one was made later
 }
+
+// credentials counts decoded credentials, for Credential.seq.
+var credentials atomic.Uint64
 
 // CertificatePEM returns the client certificate and key as the plugin returned them (PEM),
 // or nil. For an exec proxy they are the credential for the hop to the proxy.
@@ -91,6 +96,12 @@ func DecodeOutput(apiVersion string, stdout []byte) (*Credential, error) {
 	return credentialFrom(out.Status)
 }
 
+// Credential checks a plugin's answer as DecodeOutput does after decoding (a token or a
+// certificate, certificate and key together, the PEM, an exec proxy's fields) and returns
+// the credential it holds. It is how an in-process plugin's answer enters the pipeline
+// (execcred/plugin.Source).
+func (s *Status) Credential() (*Credential, error) { return credentialFrom(s) }
+
 func credentialFrom(s *Status) (*Credential, error) {
 	if s.Token == "" && s.ClientCertificateData == "" && s.ClientKeyData == "" {
 		return nil, errors.New("exec plugin didn't return a token or cert/key pair")
@@ -103,7 +114,7 @@ func credentialFrom(s *Status) (*Credential, error) {
 			return nil, err
 		}
 	}
-	c := &Credential{Token: s.Token, Proxy: s.ProxyConfig}
+	c := &Credential{Token: s.Token, Proxy: s.ProxyConfig, seq: credentials.Add(1)}
 	if s.Token != "" {
 		c.authorization = []string{"Bearer " + s.Token}
 	}

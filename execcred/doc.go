@@ -2,18 +2,33 @@
 // it runs the plugin a kubeconfig's users[].user.exec names, exactly as client-go does, and
 // authenticates HTTP requests with the token or client certificate the plugin returns.
 //
-// The pieces, from the plugin outward:
+// Data flows through four layers, from the kubeconfig to the wire:
 //
-//   - Config describes one plugin: command, arguments, env, API version (v1, v1beta1 or the
-//     original v1alpha1), interactive mode and the cluster it authenticates to.
-//     FromRESTConfig builds one from a client-go *rest.Config loaded by clientcmd.
-//   - Plugin runs the plugin once (through internal/execplugin) with the same
-//     KUBERNETES_EXEC_INFO, environment and stdio client-go uses, and decodes its answer into
-//     a Credential.
-//   - Authenticator caches the credential until it expires, runs the plugin once for any
-//     number of concurrent callers, refreshes after a 401, and optionally refreshes ahead of
-//     expiry, backs off after failures and times plugins out.
-//   - Transport is an http.RoundTripper that adds the credential to requests, and the
-//     TLS client certificate hook and dialer that rotate connections when the certificate
-//     changes. ConfigFor adapts a *rest.Config so that client-go uses all of this.
+//  1. Configuration. Config describes one plugin (command, arguments, env, API version:
+//     v1, v1beta1 or the original v1alpha1, interactive mode, cluster); FromRESTConfig
+//     builds one from a client-go *rest.Config loaded by clientcmd. It is validated once,
+//     when a Plugin is made.
+//  2. Source. A Source has one method, Credential(ctx, rejected), in the spirit of
+//     oauth2.TokenSource. Plugin is the exec-backed source: each call runs the plugin once
+//     (through execplugin) with client-go's KUBERNETES_EXEC_INFO, environment and stdio,
+//     and decodes its answer into a Credential. execcred/plugin.Source runs a plugin
+//     function in-process instead. SourceFunc adapts any function.
+//  3. Decorators, each a Source wrapping a Source: Cache keeps the credential until it
+//     expires or the server rejects it, with one run for any number of concurrent callers
+//     and one cancellation policy (see Cache); RefreshAhead replaces it in the background
+//     before it expires; Backoff stops a failing plugin from running on every request;
+//     Metrics.ObserveCredentials (and Metrics.ObserveCall, the runner's hook) record
+//     client-go's exec plugin metrics.
+//  4. Transport. Transport is the http.RoundTripper that adds the bearer token, asks for a
+//     new credential after a 401 (and retries once if asked), and presents the client
+//     certificate to the TLS layer below it, closing the connections it dialled when the
+//     certificate changes. HTTPTransport builds one for a *rest.Config; ConfigFor adapts a
+//     *rest.Config so that every transport client-go builds from it carries the token.
+//
+// New composes the standard pipeline (what client-go does, plus refresh-ahead, and
+// backoff, metrics and a timeout when asked); the Example composes it by hand.
+//
+// Errors say what failed, on which plugin: Plugin's are *PluginError, unwrapping to
+// execplugin's typed errors (*execplugin.ExitError, *execplugin.NotFoundError,
+// *execplugin.TimeoutError, ...) or to the decoding error; Backoff's are *BackoffError.
 package execcred

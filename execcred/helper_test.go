@@ -1,75 +1,108 @@
 package execcred
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
-	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/term"
+
+	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
-// The test binary re-executed with helperEnv set is a fake credential plugin, driven by:
-//
-//	FAKE_OUTPUT      what to print on stdout
-//	FAKE_OUTPUT_FILE if set, print this file's contents instead (tests change it between runs)
-//	FAKE_INFO_DIR    if set, write KUBERNETES_EXEC_INFO to <dir>/<n> for the n-th run
-//	FAKE_COUNT_FILE  if set, append one byte per run (its size counts runs, even concurrent ones)
-//	FAKE_STDERR      what to print on stderr
-//	FAKE_EXIT        the exit code (a file "exit" beside FAKE_OUTPUT_FILE overrides it)
-//	FAKE_SLEEP       how long to sleep first
-const helperEnv = "KPLUG_EXECCRED_HELPER"
-
+// The test binary, re-executed, is the fake plugin of these tests (internal/exectest).
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(fakePlugin())
-	}
+	exectest.Main(nil)
 	goleak.VerifyTestMain(m)
 }
 
-func fakePlugin() int {
-	if d, err := time.ParseDuration(os.Getenv("FAKE_SLEEP")); err == nil {
-		time.Sleep(d)
+// tokenOutput is an ExecCredential with token and, if not zero, expiry.
+func tokenOutput(apiVersion, token string, expiry time.Time) string {
+	exp := ""
+	if !expiry.IsZero() {
+		exp = fmt.Sprintf(`"expirationTimestamp":%q,`, expiry.UTC().Format(time.RFC3339))
 	}
-	if f := os.Getenv("FAKE_COUNT_FILE"); f != "" {
-		fh, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err == nil {
-			_, err = fh.Write([]byte{'x'})
-			_ = fh.Close()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 96
-		}
+	return fmt.Sprintf(`{"kind":"ExecCredential","apiVersion":%q,"status":{%s"token":%q}}`, apiVersion, exp, token)
+}
+
+// fakeConfig configures p as a non-interactive plugin of apiVersion.
+func fakeConfig(p *exectest.Plugin, apiVersion string) Config {
+	return Config{Command: p.Path(), Env: p.Env(), APIVersion: apiVersion, InteractiveMode: Never}
+}
+
+// infos returns KUBERNETES_EXEC_INFO of every run of p, in order.
+func infos(p *exectest.Plugin) []string {
+	var out []string
+	for _, c := range p.Calls() {
+		out = append(out, c.Info)
 	}
-	if dir := os.Getenv("FAKE_INFO_DIR"); dir != "" {
-		entries, _ := os.ReadDir(dir)
-		name := fmt.Sprintf("%s/%03d", dir, len(entries))
-		if err := os.WriteFile(name, []byte(os.Getenv(InfoEnv)), 0o600); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 98
-		}
+	return out
+}
+
+// quietHost hides plugin stderr and says stdin is not a terminal.
+func quietHost() Host {
+	return Host{Runner: &execplugin.Runner{Stderr: io.Discard}, IsTerminal: func(*os.File) bool { return false }}
+}
+
+// newSource composes New's pipeline for cfg, with a quiet host unless opts has one.
+func newSource(t testing.TB, cfg Config, opts Options) Source {
+	t.Helper()
+	if opts.Host.Runner == nil {
+		opts.Host = quietHost()
 	}
-	out := os.Getenv("FAKE_OUTPUT")
-	if f := os.Getenv("FAKE_OUTPUT_FILE"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 97
-		}
-		out = string(b)
+	src, err := New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if os.Getenv("FAKE_REPORT_TTY") != "" { // answer with a token saying whether stdin is a terminal
-		out = fmt.Sprintf(`{"apiVersion":%q,"status":{"token":"tty=%v"}}`, V1, term.IsTerminal(int(os.Stdin.Fd())))
+	return src
+}
+
+func mustCred(t *testing.T, src Source) *Credential {
+	t.Helper()
+	c, err := src.Credential(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	fmt.Print(out)
-	fmt.Fprint(os.Stderr, os.Getenv("FAKE_STDERR"))
-	code, _ := strconv.Atoi(os.Getenv("FAKE_EXIT"))
-	if b, err := os.ReadFile(filepath.Join(filepath.Dir(os.Getenv("FAKE_OUTPUT_FILE")), "exit")); err == nil {
-		code, _ = strconv.Atoi(string(b))
+	return c
+}
+
+func mustToken(t *testing.T, src Source) string {
+	t.Helper()
+	return mustCred(t, src).Token
+}
+
+// clientCert returns a client certificate and its key, PEM, issued by a test CA.
+func clientCert(t testing.TB) (certPEM, keyPEM string) {
+	t.Helper()
+	kp, err := testpki.NewTestCA(t, "execcred-test-ca").IssueClient("client", "alice")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return code
+	return string(kp.CertPEM), string(kp.KeyPEM)
+}
+
+// clock is a fake clock for expiry tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

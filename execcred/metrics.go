@@ -1,6 +1,7 @@
 package execcred
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"sync"
@@ -9,10 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/metrics"
 )
 
 // Metrics records client-go's exec plugin metrics, with client-go's names, labels and
-// label values. One Metrics can serve many Authenticators. It is safe for concurrent use.
+// label values, as an observer at two edges of the pipeline: ObserveCall is the runner's
+// hook (one count per plugin run, with its exit code), and ObserveCredentials wraps a
+// source to see each new credential (certificate expiry and rotation, exec proxies). One
+// Metrics can serve many pipelines. It is safe for concurrent use.
 type Metrics struct {
 	calls    *prometheus.CounterVec
 	rotation prometheus.Histogram
@@ -20,11 +25,15 @@ type Metrics struct {
 	proxies  prometheus.Counter
 
 	mu       sync.Mutex
-	notAfter map[*Authenticator]time.Time // current leaf expiry of each authenticator with a certificate
+	notAfter map[*observed]time.Time // current leaf expiry of each observed source with a certificate
 	now      func() time.Time
 }
 
-// NewMetrics registers the metrics with reg.
+// NewMetrics creates the metrics and registers them with reg. A nil reg registers
+// nothing (the metrics are recorded but not exported). Nothing is ever registered
+// globally. Make one Metrics per registry and share it between pipelines: a second one on
+// the same registry shares the first one's counters, but its certificate TTL is not
+// exported.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -40,15 +49,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "rest_client_exec_plugin_with_proxy_call_total",
 			Help: "Number of exec plugin calls that answered with an exec proxy (KEP-2718).",
 		}),
-		notAfter: map[*Authenticator]time.Time{},
+		notAfter: map[*observed]time.Time{},
 		now:      time.Now,
 	}
 	m.ttl = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rest_client_exec_plugin_ttl_seconds",
 		Help: "Gauge of the shortest TTL (time-to-live) of the client certificate(s) managed by the auth exec plugin. The value is in seconds until certificate expiry (negative if already expired). If auth exec plugins are unused or manage no TLS certificates, the value will be +INF.",
 	}, m.ttlSeconds)
-	for _, c := range []prometheus.Collector{m.calls, m.rotation, m.ttl, m.proxies} {
-		if err := reg.Register(c); err != nil {
+	for _, err := range []error{
+		metrics.Register(reg, &m.calls), metrics.Register(reg, &m.rotation),
+		metrics.Register(reg, &m.ttl), metrics.Register(reg, &m.proxies),
+	} {
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -63,10 +75,11 @@ const (
 	statusInternalError  = "client_internal_error"
 )
 
-// observeCall maps a run to client-go's labels. Unlike client-go, a missing file is
+// ObserveCall counts one plugin run with client-go's labels; set it as the Observe hook
+// of the Host's execplugin.Runner. Unlike client-go, a missing file is
 // plugin_not_found_error but E2BIG is client_internal_error, and a timeout or kill is a
 // plugin_execution_error with code -1.
-func (m *Metrics) observeCall(c execplugin.Call) {
+func (m *Metrics) ObserveCall(c execplugin.Call) {
 	code, status := "1", statusInternalError
 	switch c.Status {
 	case execplugin.StatusOK:
@@ -80,19 +93,46 @@ func (m *Metrics) observeCall(c execplugin.Call) {
 	m.calls.WithLabelValues(code, status).Inc()
 }
 
-func (m *Metrics) credentialChanged(a *Authenticator, old, cur *Credential, rotated bool, now time.Time) {
+// ObserveCredentials returns src observed: each credential it returns is a new one (put
+// it below a Cache), and sets rest_client_exec_plugin_ttl_seconds from its certificate,
+// observes rest_client_exec_plugin_certificate_rotation_age when the certificate changes,
+// and counts exec proxy answers.
+func (m *Metrics) ObserveCredentials(src Source) Source { return &observed{m: m, src: src} }
+
+type observed struct {
+	m   *Metrics
+	src Source
+
+	mu   sync.Mutex
+	last *Credential
+}
+
+func (o *observed) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
+	cred, err := o.src.Credential(ctx, rejected)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	old := o.last
+	o.last = cred
+	o.mu.Unlock()
+	o.m.credentialChanged(o, old, cred)
+	return cred, nil
+}
+
+func (m *Metrics) credentialChanged(o *observed, old, cur *Credential) {
 	if cur.Proxy != nil {
 		m.proxies.Inc()
 	}
-	if rotated && old.Certificate != nil {
-		m.rotation.Observe(now.Sub(old.Certificate.Leaf.NotBefore).Seconds())
+	if old != nil && old.Certificate != nil && certChanged(old, cur) {
+		m.rotation.Observe(m.now().Sub(old.Certificate.Leaf.NotBefore).Seconds())
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur.Certificate != nil {
-		m.notAfter[a] = cur.Certificate.Leaf.NotAfter
+		m.notAfter[o] = cur.Certificate.Leaf.NotAfter
 	} else {
-		delete(m.notAfter, a)
+		delete(m.notAfter, o)
 	}
 }
 

@@ -2,15 +2,9 @@ package execcred
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kplug/kplug/internal/exectest"
 )
 
 // These tests use client-go itself as the oracle: the same kubeconfig and the same fake
@@ -53,10 +49,10 @@ func (s *tokenServer) caPEM() string {
 }
 
 // kubeconfig writes a kubeconfig whose user runs the fake plugin and loads it with clientcmd.
-func kubeconfig(t *testing.T, f *fake, server, caPEM, clusterExtra, execExtra, apiVersion string) *rest.Config {
+func kubeconfig(t *testing.T, f *exectest.Plugin, server, caPEM, clusterExtra, execExtra, apiVersion string) *rest.Config {
 	t.Helper()
 	var env strings.Builder
-	for _, kv := range f.env {
+	for _, kv := range f.Env() {
 		name, value, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(&env, "      - name: %s\n        value: %q\n", name, value)
 	}
@@ -82,8 +78,8 @@ users:
       command: %s
       interactiveMode: Never
 %s      env:
-%s`, server, ca, clusterExtra, apiVersion, os.Args[0], execExtra, env.String())
-	path := filepath.Join(f.dir, "kubeconfig")
+%s`, server, ca, clusterExtra, apiVersion, f.Path(), execExtra, env.String())
+	path := filepath.Join(f.Dir, "kubeconfig")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -128,9 +124,9 @@ func TestExecInfoBytesMatchClientGo(t *testing.T) {
 		{"v1 with cluster info, no extension", V1, "    proxy-url: http://127.0.0.1:9\n", "      provideClusterInfo: true\n"},
 	}
 	for _, tt := range tests {
-		theirs, ours := newFake(t), newFake(t)
-		for _, f := range []*fake{theirs, ours} {
-			f.token(tt.apiVersion, "t", time.Time{})
+		theirs, ours := exectest.New(t), exectest.New(t)
+		for _, f := range []*exectest.Plugin{theirs, ours} {
+			f.Stdout(tokenOutput(tt.apiVersion, "t", time.Time{}))
 		}
 		// Same kubeconfig apart from the fake's private directory. The request itself may
 		// fail (the proxy-url case points nowhere): the plugin runs before it is sent.
@@ -139,11 +135,11 @@ func TestExecInfoBytesMatchClientGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Env = ours.env // FromRESTConfig read them from the kubeconfig; keep ours
-		if _, err := newAuth(t, *cfg, Options{}).Credential(context.Background()); err != nil {
+		cfg.Env = ours.Env() // FromRESTConfig read them from the kubeconfig; keep ours
+		if _, err := newSource(t, *cfg, Options{}).Credential(context.Background(), nil); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		want, got := theirs.infos(), ours.infos()
+		want, got := infos(theirs), infos(ours)
 		if len(want) != 1 || !strings.HasSuffix(want[0], "\n") {
 			t.Fatalf("%s: client-go ran the plugin with %q", tt.name, want)
 		}
@@ -155,7 +151,7 @@ func TestExecInfoBytesMatchClientGo(t *testing.T) {
 
 func TestOutputDecodingMatchesClientGo(t *testing.T) {
 	t.Parallel()
-	certPEM, keyPEM := selfSigned(t)
+	certPEM, keyPEM := clientCert(t)
 	jsonStr := func(s string) string { return fmt.Sprintf("%q", s) }
 	outputs := map[string]string{
 		"json":               `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","status":{"token":"tok"}}`,
@@ -191,8 +187,7 @@ func TestOutputDecodingMatchesClientGo(t *testing.T) {
 	}
 	srv := newTokenServer(t)
 	for name, out := range outputs {
-		f := newFake(t)
-		f.output(out)
+		f := exectest.New(t).Stdout(out)
 		theirErr := viaClientGo(t, kubeconfig(t, f, srv.URL, srv.caPEM(), "", "", V1), srv.URL)
 		srv.mu.Lock()
 		theirAuth := ""
@@ -216,29 +211,6 @@ func TestOutputDecodingMatchesClientGo(t *testing.T) {
 			}
 		}
 	}
-}
-
-func selfSigned(t *testing.T) (certPEM, keyPEM string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "alice"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -12,11 +12,12 @@ import (
 	"github.com/kplug/kplug/execplugin"
 )
 
-// Host describes the program running plugins: its terminal, and what it knows about stdin.
-// The zero value uses os.Stdin and the process environment.
+// Host describes the program running plugins: how it runs them, its terminal, and what it
+// knows about stdin. The zero value runs plugins with the process environment, stderr to
+// os.Stderr and os.Stdin as the terminal, with no timeout, as client-go does.
 type Host struct {
-	// Runner runs the plugin; nil means a default execplugin.Runner (host environment, stderr
-	// to os.Stderr).
+	// Runner runs the plugin; nil means a zero execplugin.Runner (host environment, stderr
+	// to os.Stderr). Its Observe hook is where Metrics.ObserveCall counts runs.
 	Runner *execplugin.Runner
 	// Stdin is the terminal an interactive plugin gets; nil means os.Stdin.
 	Stdin *os.File
@@ -31,12 +32,13 @@ type Host struct {
 	Timeout time.Duration
 }
 
-// Plugin runs one configured plugin. It is safe for concurrent use, but does no caching:
-// wrap it in an Authenticator.
+// Plugin is the exec-backed Source: each call runs the configured plugin once, through
+// execplugin, exactly as client-go runs it, and decodes its answer. It keeps nothing
+// between calls: wrap it in a Cache (New composes the standard pipeline). It is safe for
+// concurrent use.
 type Plugin struct {
-	cfg     Config
-	host    Host
-	observe func(execplugin.Call)
+	cfg  Config
+	host Host
 }
 
 // NewPlugin validates cfg and returns a Plugin.
@@ -47,10 +49,15 @@ func NewPlugin(cfg Config, host Host) (*Plugin, error) {
 	return &Plugin{cfg: cfg, host: host}, nil
 }
 
-// Run runs the plugin once and decodes its answer. rejected, for v1alpha1 only, describes
-// the 401 that made the credential stale.
-func (p *Plugin) Run(ctx context.Context, rejected *Response) (*Credential, error) {
-	cred, err := p.run(ctx, rejected)
+// Credential runs the plugin once and decodes its answer. A v1alpha1 plugin is sent
+// rejected.Response as spec.response; later versions are not told why they run. ctx ends
+// the run (the plugin's process group is killed). Every error is a *PluginError.
+func (p *Plugin) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
+	var response *Response
+	if rejected != nil {
+		response = rejected.Response
+	}
+	cred, err := p.run(ctx, response)
 	if err != nil {
 		return nil, p.wrap(err)
 	}
@@ -89,12 +96,9 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 		// A login prompt has no deadline; a non-interactive plugin does.
 		cmd.Timeout = p.host.Timeout
 	}
-	runner := execplugin.Runner{}
-	if p.host.Runner != nil {
-		runner = *p.host.Runner
-	}
-	if p.observe != nil {
-		runner.Observe = p.observe
+	runner := p.host.Runner
+	if runner == nil {
+		runner = &execplugin.Runner{}
 	}
 	res, err := runner.Run(ctx, cmd)
 	if err != nil {
@@ -152,8 +156,9 @@ func (p *Plugin) wrap(err error) error {
 	return pe
 }
 
-// PluginError is every error Plugin.Run returns. Unwrap reaches the execplugin error
-// (*execplugin.ExitError and friends) or the decoding error.
+// PluginError is every error Plugin.Credential returns. Unwrap reaches the execplugin
+// error (*execplugin.ExitError, *execplugin.NotFoundError, *execplugin.TimeoutError and
+// the others) or the decoding error.
 type PluginError struct {
 	Command string
 	Err     error  // names the plugin already

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/creack/pty"
+
+	"github.com/kplug/kplug/internal/exectest"
 )
 
 // TestInteractiveUnderRealTerminal gives the host a real pseudo-terminal as stdin and
@@ -35,27 +37,28 @@ func TestInteractiveUnderRealTerminal(t *testing.T) {
 		{Always, true, "", "", "exec plugin cannot support interactive mode: standard input is unavailable: used by stdin resource manifest reader"},
 	}
 	for _, tt := range tests {
-		f := newFake(t)
-		cfg := f.config(V1, "FAKE_REPORT_TTY=1")
+		// The plugin answers with a token saying whether its stdin is a terminal.
+		f := exectest.New(t).Stdout(`{"apiVersion":"client.authentication.k8s.io/v1","status":{"token":"tty={{.TTY}}"}}`)
+		cfg := fakeConfig(f, V1)
 		cfg.InteractiveMode = tt.mode
 		host := quietHost()
 		host.IsTerminal = nil // the real check, on the real terminal
 		host.Stdin = tty
 		host.StdinUnavailable = tt.unavailable
 		host.StdinUnavailableMessage = "used by stdin resource manifest reader"
-		cred, err := newAuth(t, cfg, Options{Host: host}).Credential(context.Background())
+		cred, err := newSource(t, cfg, Options{Host: host}).Credential(context.Background(), nil)
 		if tt.wantErr != "" {
-			if err == nil || !strings.HasSuffix(err.Error(), tt.wantErr) || f.runs() != 0 {
-				t.Errorf("%s unavailable=%v: err %v after %d runs, want %q and no run", tt.mode, tt.unavailable, err, f.runs(), tt.wantErr)
+			if err == nil || !strings.HasSuffix(err.Error(), tt.wantErr) || f.Runs() != 0 {
+				t.Errorf("%s unavailable=%v: err %v after %d runs, want %q and no run", tt.mode, tt.unavailable, err, f.Runs(), tt.wantErr)
 			}
 			continue
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", tt.mode, err)
 		}
-		infos := f.infos()
-		if cred.Token != tt.wantToken || len(infos) != 1 || !strings.Contains(infos[0], tt.wantInfo) {
-			t.Errorf("%s unavailable=%v: plugin saw %s with %v, want %s and %s", tt.mode, tt.unavailable, cred.Token, infos, tt.wantToken, tt.wantInfo)
+		seen := infos(f)
+		if cred.Token != tt.wantToken || len(seen) != 1 || !strings.Contains(seen[0], tt.wantInfo) {
+			t.Errorf("%s unavailable=%v: plugin saw %s with %v, want %s and %s", tt.mode, tt.unavailable, cred.Token, seen, tt.wantToken, tt.wantInfo)
 		}
 	}
 }

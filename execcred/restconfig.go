@@ -18,8 +18,8 @@ func HasStaticCredentials(cfg *rest.Config) bool {
 	return cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.Username != "" || hasCert
 }
 
-// NewForRESTConfig returns an Authenticator for cfg's exec provider.
-func NewForRESTConfig(cfg *rest.Config, opts Options) (*Authenticator, error) {
+// NewForRESTConfig is New for cfg's exec provider (FromRESTConfig).
+func NewForRESTConfig(cfg *rest.Config, opts Options) (Source, error) {
 	c, err := FromRESTConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -27,31 +27,32 @@ func NewForRESTConfig(cfg *rest.Config, opts Options) (*Authenticator, error) {
 	return New(*c, opts)
 }
 
-// ConfigFor returns a copy of cfg in which a, not client-go's exec authenticator,
-// authenticates requests: the bearer token is added by a Transport that wraps every
-// transport client-go builds from the config (REST calls, watches, SPDY and WebSocket
-// upgrades), and connections are tracked for rotation. If cfg has static credentials,
-// they win and a is not used, as in client-go.
+// ConfigFor returns a copy of cfg in which src, not client-go's exec authenticator,
+// authenticates requests: a Transport that wraps every transport client-go builds from
+// the config (REST calls, watches, SPDY and WebSocket upgrades) adds the bearer token and
+// refreshes it after a 401. If cfg has static credentials, they win and src is not used,
+// as in client-go.
 //
-// A client-go config has no hook for a client certificate that changes, so a plugin that
-// returns one fails requests through ConfigFor with a clear error; use HTTPTransport.
-func ConfigFor(cfg *rest.Config, a *Authenticator, retryAfterRefresh bool) *rest.Config {
+// A client-go config has no hook for a client certificate that changes (only client-go's
+// own exec provider has one), so requests for which src returns a certificate fail with
+// an error saying to use HTTPTransport; for the same reason connections are not tracked
+// for certificate rotation.
+func ConfigFor(cfg *rest.Config, src Source, retryAfterRefresh bool) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.ExecProvider = nil
 	if HasStaticCredentials(cfg) {
 		return c
 	}
-	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &Transport{Auth: a, Base: rt, RetryAfterRefresh: retryAfterRefresh, tokenOnly: true}
-	})
+	c.Wrap(WrapTransport(src, retryAfterRefresh))
 	return c
 }
 
-// HTTPTransport returns a round tripper for cfg that authenticates with a: bearer token,
-// client certificate (presented at each TLS handshake, connections closed when it
-// changes), 401 refresh and, if asked, one retry. It honours cfg's TLS settings, proxy,
-// impersonation and user agent. Static credentials in cfg win over a, as in client-go.
-func HTTPTransport(cfg *rest.Config, a *Authenticator, retryAfterRefresh bool) (http.RoundTripper, error) {
+// HTTPTransport returns a round tripper for cfg that authenticates with src: a Transport
+// over an http.Transport that presents the client certificate at each TLS handshake and
+// whose connections are closed when it changes. It honours cfg's TLS settings, proxy,
+// dialer, impersonation and user agent. Static credentials in cfg win over src, as in
+// client-go; a nil src sends cfg's own credentials only.
+func HTTPTransport(cfg *rest.Config, src Source, retryAfterRefresh bool) (http.RoundTripper, error) {
 	c := rest.CopyConfig(cfg)
 	c.ExecProvider = nil
 	if c.Transport != nil {
@@ -66,24 +67,24 @@ func HTTPTransport(cfg *rest.Config, a *Authenticator, retryAfterRefresh bool) (
 		TLSClientConfig:   tlsConfig,
 		ForceAttemptHTTP2: true,
 		MaxIdleConns:      100,
+		DialContext:       c.Dial,
 	}
 	if base.Proxy == nil {
 		base.Proxy = http.ProxyFromEnvironment
 	}
 	var rt http.RoundTripper = base
-	if HasStaticCredentials(cfg) || a == nil {
-		base.DialContext = c.Dial
-	} else {
+	if src != nil && !HasStaticCredentials(cfg) {
+		t := &Transport{Source: src, Base: base, RetryAfterRefresh: retryAfterRefresh}
 		if base.TLSClientConfig == nil {
 			// rest.TLSConfigFor has nothing to say for a server trusted through the system
 			// roots, but the plugin's certificate must be presented all the same.
 			base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		if base.TLSClientConfig.GetClientCertificate == nil {
-			base.TLSClientConfig.GetClientCertificate = a.GetClientCertificate
+			base.TLSClientConfig.GetClientCertificate = t.GetClientCertificate
 		}
-		base.DialContext = a.DialContext(c.Dial)
-		rt = &Transport{Auth: a, Base: base, RetryAfterRefresh: retryAfterRefresh}
+		base.DialContext = t.DialContext(c.Dial)
+		rt = t
 	}
 	return rest.HTTPWrappersForConfig(c, rt)
 }

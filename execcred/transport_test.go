@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/exectest"
 )
 
 // authServer accepts only the current token and echoes the request body.
@@ -60,10 +60,9 @@ func do(t *testing.T, rt http.RoundTripper, req *http.Request) (int, string) {
 
 func TestTransportAddsTokenWithoutMutatingRequest(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.token(V1, "good", time.Time{})
+	f := exectest.New(t).Stdout(tokenOutput(V1, "good", time.Time{}))
 	srv := newAuthServer(t, "good")
-	rt := &Transport{Auth: newAuth(t, f.config(V1), Options{})}
+	rt := &Transport{Source: newSource(t, fakeConfig(f, V1), Options{})}
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
 	if code, _ := do(t, rt, req); code != 200 {
 		t.Fatalf("status %d", code)
@@ -75,27 +74,25 @@ func TestTransportAddsTokenWithoutMutatingRequest(t *testing.T) {
 
 func TestExistingAuthorizationHeaderWins(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.token(V1, "from-plugin", time.Time{})
+	f := exectest.New(t).Stdout(tokenOutput(V1, "from-plugin", time.Time{}))
 	srv := newAuthServer(t, "static")
-	rt := &Transport{Auth: newAuth(t, f.config(V1), Options{})}
+	rt := &Transport{Source: newSource(t, fakeConfig(f, V1), Options{})}
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
 	req.Header.Set("Authorization", "Bearer static")
 	if code, _ := do(t, rt, req); code != 200 {
 		t.Errorf("status %d", code)
 	}
-	if f.runs() != 0 {
-		t.Errorf("plugin ran %d times for a request that had its own Authorization", f.runs())
+	if f.Runs() != 0 {
+		t.Errorf("plugin ran %d times for a request that had its own Authorization", f.Runs())
 	}
 }
 
 func TestUnauthorizedRefreshesAndRetries(t *testing.T) {
 	t.Parallel()
 	for _, retry := range []bool{false, true} {
-		f := newFake(t)
-		f.token(V1, "old", time.Time{})
+		f := exectest.New(t).Stdout(tokenOutput(V1, "old", time.Time{}))
 		srv := newAuthServer(t, "old")
-		rt := &Transport{Auth: newAuth(t, f.config(V1), Options{}), RetryAfterRefresh: retry}
+		rt := &Transport{Source: newSource(t, fakeConfig(f, V1), Options{}), RetryAfterRefresh: retry}
 		post := func() *http.Request {
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, strings.NewReader("payload"))
 			return req
@@ -105,7 +102,7 @@ func TestUnauthorizedRefreshesAndRetries(t *testing.T) {
 		}
 		// The server rotates its accepted token; the plugin now hands out the new one.
 		srv.valid.Store("new")
-		f.token(V1, "new", time.Time{})
+		f.Stdout(tokenOutput(V1, "new", time.Time{}))
 		code, body := do(t, rt, post())
 		if retry {
 			if code != 200 || body != "ok:payload" {
@@ -117,21 +114,20 @@ func TestUnauthorizedRefreshesAndRetries(t *testing.T) {
 		if code, _ := do(t, rt, post()); code != 200 {
 			t.Errorf("retry=%v: the request after the refresh got %d", retry, code)
 		}
-		if f.runs() != 2 {
-			t.Errorf("retry=%v: %d plugin runs, want 2", retry, f.runs())
+		if f.Runs() != 2 {
+			t.Errorf("retry=%v: %d plugin runs, want 2", retry, f.Runs())
 		}
 	}
 }
 
 func TestUnreplayableBodyIsNotRetried(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.token(V1, "old", time.Time{})
+	f := exectest.New(t).Stdout(tokenOutput(V1, "old", time.Time{}))
 	srv := newAuthServer(t, "new")
-	auth := newAuth(t, f.config(V1), Options{})
-	mustCred(t, auth) // "old" is cached
-	rt := &Transport{Auth: auth, RetryAfterRefresh: true}
-	f.token(V1, "new", time.Time{})
+	src := newSource(t, fakeConfig(f, V1), Options{})
+	mustCred(t, src) // "old" is cached
+	rt := &Transport{Source: src, RetryAfterRefresh: true}
+	f.Stdout(tokenOutput(V1, "new", time.Time{}))
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, io.NopCloser(strings.NewReader("once")))
 	if code, _ := do(t, rt, req); code != 401 {
 		t.Errorf("status %d, want the 401: a body without GetBody cannot be sent twice", code)
@@ -143,8 +139,8 @@ func TestUnreplayableBodyIsNotRetried(t *testing.T) {
 
 func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 	t.Parallel()
-	certA, keyA := selfSigned(t)
-	certB, keyB := selfSigned(t)
+	certA, keyA := clientCert(t)
+	certB, keyB := clientCert(t)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.RemoteAddr)
 	}))
@@ -152,9 +148,9 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 
-	f := newFake(t)
+	f := exectest.New(t)
 	certOutput := func(cert, key, token string) {
-		f.output(`{"apiVersion":"client.authentication.k8s.io/v1","status":{"token":` + strconv.Quote(token) +
+		f.Stdout(`{"apiVersion":"client.authentication.k8s.io/v1","status":{"token":` + strconv.Quote(token) +
 			`,"clientCertificateData":` + strconv.Quote(cert) + `,"clientKeyData":` + strconv.Quote(key) + `}}`)
 	}
 	certOutput(certA, keyA, "t1")
@@ -163,16 +159,14 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuth(t, f.config(V1), Options{Metrics: m})
+	src := newSource(t, fakeConfig(f, V1), Options{Metrics: m})
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	base := &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots, GetClientCertificate: a.GetClientCertificate, MinVersion: tls.VersionTLS12},
-		DialContext:     a.DialContext(nil),
-		MaxConnsPerHost: 1,
-	}
+	base := &http.Transport{MaxConnsPerHost: 1}
 	defer base.CloseIdleConnections()
-	rt := &Transport{Auth: a, Base: base}
+	rt := &Transport{Source: src, Base: base}
+	base.TLSClientConfig = &tls.Config{RootCAs: roots, GetClientCertificate: rt.GetClientCertificate, MinVersion: tls.VersionTLS12}
+	base.DialContext = rt.DialContext(nil)
 	remote := func() string {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
 		_, body := do(t, rt, req)
@@ -185,7 +179,7 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 
 	// A new token with the same certificate keeps the connection.
 	certOutput(certA, keyA, "t2")
-	if _, err := a.Refresh(context.Background(), mustCred(t, a), &http.Response{StatusCode: 401}); err != nil {
+	if _, err := src.Credential(context.Background(), &Rejection{Credential: mustCred(t, src), Response: &Response{Code: 401}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := remote(); got != first {
@@ -194,7 +188,7 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 
 	// A new certificate closes it.
 	certOutput(certB, keyB, "t3")
-	if _, err := a.Refresh(context.Background(), mustCred(t, a), &http.Response{StatusCode: 401}); err != nil {
+	if _, err := src.Credential(context.Background(), &Rejection{Credential: mustCred(t, src), Response: &Response{Code: 401}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := remote(); got == first {
@@ -207,8 +201,12 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 		t.Errorf("no_error calls = %v, want 3", got)
 	}
 	ttl := testutil.ToFloat64(m.ttl)
-	if ttl <= 0 || ttl > 3600 {
-		t.Errorf("ttl %v, want the certificate's remaining lifetime (under an hour)", ttl)
+	current, err := tls.X509KeyPair([]byte(certB), []byte(keyB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(current.Leaf.NotAfter).Seconds(); ttl <= 0 || ttl > left+1 || ttl < left-60 {
+		t.Errorf("ttl %v, want the current certificate's remaining lifetime (%v s)", ttl, left)
 	}
 }
 
@@ -219,13 +217,12 @@ func TestMetricsLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFake(t)
-	f.exit(3)
+	f := exectest.New(t).Exit(3)
 	for _, cfg := range []Config{
-		f.config(V1),
+		fakeConfig(f, V1),
 		{Command: "kplug-no-such-plugin", APIVersion: V1, InteractiveMode: Never},
 	} {
-		if _, err := newAuth(t, cfg, Options{Metrics: m}).Credential(context.Background()); err == nil {
+		if _, err := newSource(t, cfg, Options{Metrics: m}).Credential(context.Background(), nil); err == nil {
 			t.Fatal("want an error")
 		}
 	}
@@ -243,27 +240,17 @@ func TestMetricsLabels(t *testing.T) {
 	}
 }
 
-func mustCred(t *testing.T, a *Authenticator) *Credential {
-	t.Helper()
-	c, err := a.Credential(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func TestStaticCredentialsWinOverThePlugin(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.token(V1, "from-plugin", time.Time{})
+	f := exectest.New(t).Stdout(tokenOutput(V1, "from-plugin", time.Time{}))
 	srv := newAuthServer(t, "static")
 	cfg := &rest.Config{Host: srv.URL, BearerToken: "static", ExecProvider: &clientcmdapi.ExecConfig{
-		Command: os.Args[0], APIVersion: V1, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+		Command: f.Path(), APIVersion: V1, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 	}}
-	auth := newAuth(t, f.config(V1), Options{})
+	src := newSource(t, fakeConfig(f, V1), Options{})
 	for name, rt := range map[string]func() (http.RoundTripper, error){
-		"HTTPTransport": func() (http.RoundTripper, error) { return HTTPTransport(cfg, auth, true) },
-		"ConfigFor":     func() (http.RoundTripper, error) { return rest.TransportFor(ConfigFor(cfg, auth, true)) },
+		"HTTPTransport": func() (http.RoundTripper, error) { return HTTPTransport(cfg, src, true) },
+		"ConfigFor":     func() (http.RoundTripper, error) { return rest.TransportFor(ConfigFor(cfg, src, true)) },
 	} {
 		tr, err := rt()
 		if err != nil {
@@ -274,18 +261,17 @@ func TestStaticCredentialsWinOverThePlugin(t *testing.T) {
 			t.Errorf("%s: status %d, want the static token accepted", name, code)
 		}
 	}
-	if f.runs() != 0 {
-		t.Errorf("the plugin ran %d times although the config has a static token", f.runs())
+	if f.Runs() != 0 {
+		t.Errorf("the plugin ran %d times although the config has a static token", f.Runs())
 	}
 }
 
 func TestTimeoutAppliesToNonInteractiveRuns(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.token(V1, "late", time.Time{})
+	f := exectest.New(t).Stdout(tokenOutput(V1, "late", time.Time{})).Sleep(20 * time.Second)
 	host := quietHost()
 	host.Timeout = 200 * time.Millisecond
-	_, err := newAuth(t, f.config(V1, "FAKE_SLEEP=20s"), Options{Host: host}).Credential(context.Background())
+	_, err := newSource(t, fakeConfig(f, V1), Options{Host: host}).Credential(context.Background(), nil)
 	var te *execplugin.TimeoutError
 	if !errors.As(err, &te) || !strings.HasSuffix(err.Error(), "timed out after 200ms and was killed") {
 		t.Errorf("err = %v, want a timeout naming the plugin", err)

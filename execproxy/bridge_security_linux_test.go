@@ -14,6 +14,7 @@ import (
 
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/internal/localuser"
+	"github.com/kplug/kplug/internal/poll"
 )
 
 // deadBridge returns a bridge whose proxy is gone, and a count of the plugin runs it
@@ -91,13 +92,8 @@ func TestSecurityBridgeConnectionCap(t *testing.T) {
 		t.Fatalf("connection %d: %q, %v; want 503", execproxy.MaxBridgeConns+1, status, err)
 	}
 	_ = held[0].Close()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		status, err = connect(b.Addr, "")
-		if status == "HTTP/1.1 407 Proxy Authentication Required" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a held connection closed: %q, %v; want the bridge to serve again", status, err)
-		}
-	}
+	poll.Until(t, "the bridge to serve again after a held connection closed", func() bool {
+		status, _ = connect(b.Addr, "")
+		return status == "HTTP/1.1 407 Proxy Authentication Required"
+	})
 }

@@ -35,18 +35,18 @@ import (
 	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/exectest"
 )
 
 // dialAsEnv makes the test binary try to connect to the unix socket it names and print the
 // outcome: the "other local user" of TestOtherUsersCannotConnect.
 const dialAsEnv = "KPLUG_EXECPROXY_DIAL"
 
-// selfProxyEnv makes the test binary an exec plugin that is its own proxy: it answers,
-// closes stdout and stderr, and serves until its client releases the lock.
-const selfProxyEnv = "KPLUG_EXECPROXY_SELF_PROXY"
-
+// selfProxy is the fake plugin behaviour "self-proxy" (internal/exectest): an exec plugin
+// that is its own proxy. It answers, closes stdout and stderr, and serves in $SOCKET_DIR
+// until its client releases the lock; it writes its pid to pid in the fake's directory.
 func selfProxy() int {
-	_ = os.WriteFile(filepath.Join(filepath.Dir(os.Getenv("SOCKET_DIR")), "pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
+	_ = os.WriteFile(filepath.Join(os.Getenv(exectest.Env), "pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
 	info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -57,13 +57,9 @@ func selfProxy() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var in struct {
-		Spec struct{ LockFilePath string } `json:"spec"`
-	}
-	_ = json.Unmarshal([]byte(os.Getenv(execcred.InfoEnv)), &in)
 	err = server.Serve(context.Background(), server.Options{
 		Upstream:     upstream,
-		LockFilePath: in.Spec.LockFilePath,
+		LockFilePath: info.LockFilePath,
 		SocketDir:    os.Getenv("SOCKET_DIR"),
 		Ready: func(s *execcred.Status) {
 			_ = plugin.Write(os.Stdout, info, s)
@@ -78,12 +74,7 @@ func selfProxy() int {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(selfProxyEnv) != "" {
-		os.Exit(selfProxy())
-	}
-	if os.Getenv(lockFDsEnv) != "" {
-		os.Exit(reportLockFDs())
-	}
+	exectest.Main(map[string]func() int{"self-proxy": selfProxy, "lock-fds": reportLockFDs})
 	if addr := os.Getenv(connectEnv); addr != "" {
 		connectAndPrintStatus(addr)
 		os.Exit(0)
@@ -526,75 +517,4 @@ func TestOtherUsersCannotConnect(t *testing.T) {
 	if !strings.Contains(string(out), "permission denied") {
 		t.Errorf("another user connecting to the proxy socket: %q, want permission denied", out)
 	}
-}
-
-// TestPluginThatIsItsOwnProxy runs a plugin that answers and keeps serving, through the
-// client runtime, and checks that it serves requests and ends with its client's lock.
-func TestPluginThatIsItsOwnProxy(t *testing.T) {
-	up := upstream(t)
-	dir, err := os.MkdirTemp("", "kp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	lock, err := execproxy.NewLock(filepath.Join(dir, "client"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	auth, err := execcred.New(execcred.Config{
-		Command:         os.Args[0],
-		Env:             []string{selfProxyEnv + "=1", "SOCKET_DIR=" + filepath.Join(dir, "proxy")},
-		APIVersion:      execcred.V1,
-		InteractiveMode: execcred.Never,
-		Cluster:         &execcred.Cluster{Server: up.URL, CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw})},
-		LockFilePath:    lock.Path,
-	}, execcred.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := auth.Credential(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cred.Proxy == nil {
-		t.Fatal("no proxyConfig in the answer")
-	}
-	socket := execproxy.SocketPath(cred.Proxy)
-	b, err := execproxy.NewBridge(socket, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := execproxy.ConfigFor(&rest.Config{Host: up.URL}, cred, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &http.Client{Transport: rt, Timeout: 10 * time.Second}
-	if got := get(t, c, up.URL+"/version"); !strings.HasPrefix(got, "GET /version") {
-		t.Errorf("through the plugin-proxy: %q", got)
-	}
-	c.CloseIdleConnections()
-	_ = b.Close()
-	_ = lock.Close() // the client goes: the proxy must follow
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(socket); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-	}
-	// The socket goes just before the process: wait for the process itself, so that the
-	// runner's background reaper has finished too.
-	pid, err := os.ReadFile(filepath.Join(dir, "pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat("/proc/" + string(pid)); errors.Is(err, os.ErrNotExist) {
-			return
-		}
-	}
-	t.Error("the plugin-proxy outlived its client")
 }

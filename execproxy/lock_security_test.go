@@ -23,20 +23,22 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/exectest"
 )
 
-// lockFDsEnv makes the test binary an exec plugin that answers with a token saying how
-// many descriptors of its client's lock file it inherited.
-const lockFDsEnv = "KPLUG_EXECPROXY_LOCK_FDS"
-
+// reportLockFDs is the fake plugin behaviour "lock-fds" (internal/exectest): an exec plugin
+// that answers with a token saying how many descriptors of its client's lock file it
+// inherited.
 func reportLockFDs() int {
-	var in struct {
-		Spec struct{ LockFilePath string } `json:"spec"`
+	info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	_ = json.Unmarshal([]byte(os.Getenv(execcred.InfoEnv)), &in)
-	n, err := lockDescriptors(in.Spec.LockFilePath)
+	n, err := lockDescriptors(info.LockFilePath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -190,8 +192,9 @@ func TestSecurityProxyClosesAnInheritedLockDescriptor(t *testing.T) {
 		"kind": execcred.Kind, "apiVersion": execcred.V1,
 		"spec": map[string]any{"lockFilePath": path, "cluster": map[string]any{"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": true}},
 	})
-	plugin := exec.Command(os.Args[0])
-	plugin.Env = append(os.Environ(), selfProxyEnv+"=1", "SOCKET_DIR="+filepath.Join(dir, "proxy"), execcred.InfoEnv+"="+string(info))
+	fake := exectest.New(t).Behaviour("self-proxy")
+	plugin := exec.Command(fake.Path())
+	plugin.Env = append(append(os.Environ(), fake.Env()...), "SOCKET_DIR="+filepath.Join(dir, "proxy"), execcred.InfoEnv+"="+string(info))
 	plugin.ExtraFiles = []*os.File{lock} // the leak: the plugin gets the lock's open file, without close-on-exec
 	stdout, err := plugin.StdoutPipe()
 	if err != nil {
@@ -224,10 +227,9 @@ func TestSecurityProxyClosesAnInheritedLockDescriptor(t *testing.T) {
 
 // Issue 12 finding 15: kplug's own client must not leak its lock into the plugin.
 func TestSecurityClientDoesNotLeakItsLock(t *testing.T) {
-	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
-	s, err := execproxy.Connect(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, execcred.Config{
-		Command: os.Args[0], Env: []string{lockFDsEnv + "=1"}, APIVersion: execcred.V1, InteractiveMode: execcred.Never,
-	}, execcred.Options{})
+	fake := exectest.New(t).Behaviour("lock-fds")
+	s, err := execproxy.Connect(context.Background(), &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: execConfig(fake)},
+		execproxy.Options{RuntimeDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

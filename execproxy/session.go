@@ -3,51 +3,88 @@ package execproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
-// Session is a client's side of the exec proxy protocol: the lock the proxy watches, the
-// authenticator that runs the plugin, and, when the plugin answered with a proxy, the
-// bridge for upgrades and for restarting a proxy that died.
+// Options configure Connect.
+type Options struct {
+	// Credentials configure the exec credential pipeline the plugin runs in (execcred.New):
+	// the host (runner, terminal, timeout), backoff, refresh-ahead, metrics and the logger,
+	// which the bridge uses too.
+	Credentials execcred.Options
+	// RuntimeDir holds the session's lock file and, for WriteKubeconfig, its kubeconfig;
+	// empty means RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")).
+	RuntimeDir string
+}
+
+// Session is a client's connection to the API server of one *rest.Config, through
+// whatever its exec plugin answered. Config and Transport give one decision, for every
+// case:
+//
+//   - no exec plugin, or static credentials that take precedence over it (a token, basic
+//     auth, a client certificate, as in client-go): the config as it is;
+//   - a plugin that answered with a bearer token: kplug's pipeline (execcred.New with
+//     Options.Credentials) adds it to every request and refreshes it, after a 401 too;
+//   - a plugin that answered with a client certificate: client-go's own exec provider, the
+//     only one that can present a certificate, and replace it when it rotates, on all of
+//     client-go's dial paths (REST, SPDY, WebSocket); client-go runs the plugin once more
+//     itself, as for any client, without spec.lockFilePath;
+//   - a plugin that answered with an exec proxy: everything goes through the proxy (see
+//     ConfigFor), with a bridge that starts the proxy again if it dies.
+//
+// A Session is safe for concurrent use. Close ends it, and with it the proxy.
 type Session struct {
 	cfg    *rest.Config
-	auth   *execcred.Authenticator
-	cred   *execcred.Credential
+	dir    string
+	src    execcred.Source      // nil without a plugin
+	cred   *execcred.Credential // the plugin's first answer
 	bridge *Bridge
 	lock   *Lock
 }
 
-// Connect runs the exec plugin of cfg as a client that supports exec proxies: it takes a
-// fresh lock in the per-user runtime directory, passes its path in spec.lockFilePath, and
-// waits for the plugin's answer. plugin is cfg's exec configuration (execcred.FromRESTConfig)
-// and opts the authenticator's options. Close ends the session, and with it the proxy.
-//
-// A plugin may answer with an ordinary credential instead of a proxy; the session then
-// authenticates with it (see Config).
-func Connect(ctx context.Context, cfg *rest.Config, plugin execcred.Config, opts execcred.Options) (*Session, error) {
-	lock, err := NewLock(RuntimeDir(os.Getenv("XDG_RUNTIME_DIR"))) //nolint:forbidigo // where clients keep locks, as the exec proxy specification says
+// Connect runs the exec plugin of cfg, if cfg has one that client-go would use, as a client
+// that supports exec proxies: it takes a fresh lock in the runtime directory, passes its
+// path in spec.lockFilePath, and waits for the plugin's answer; for a proxy it starts the
+// bridge. Errors are those of the pipeline (*execcred.PluginError, ...), an invalid exec
+// configuration (*execcred.ConfigError), or the runtime directory's.
+func Connect(ctx context.Context, cfg *rest.Config, o Options) (*Session, error) {
+	s := &Session{cfg: cfg, dir: o.RuntimeDir}
+	if s.dir == "" {
+		s.dir = RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")) //nolint:forbidigo // where clients keep locks, as the exec proxy specification says
+	}
+	if cfg.ExecProvider == nil || execcred.HasStaticCredentials(cfg) {
+		return s, nil
+	}
+	plugin, err := execcred.FromRESTConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, lock: lock}
-	plugin.LockFilePath = lock.Path
-	if s.auth, err = execcred.New(plugin, opts); err != nil {
+	if s.lock, err = NewLock(s.dir); err != nil {
+		return nil, err
+	}
+	plugin.LockFilePath = s.lock.Path
+	if s.src, err = execcred.New(*plugin, o.Credentials); err != nil {
 		s.Close()
 		return nil, err
 	}
-	if s.cred, err = s.auth.Credential(ctx); err != nil {
+	if s.cred, err = s.src.Credential(ctx, nil); err != nil {
 		s.Close()
 		return nil, err
 	}
 	if s.cred.Proxy == nil {
 		return s, nil
 	}
-	if s.bridge, err = NewBridge(SocketPath(s.cred.Proxy), s.restart(), opts.Logger); err != nil {
+	if s.bridge, err = NewBridge(SocketPath(s.cred.Proxy), s.restart(), o.Credentials.Logger); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -59,7 +96,7 @@ func Connect(ctx context.Context, cfg *rest.Config, plugin execcred.Config, opts
 func (s *Session) restart() func(context.Context, string) (string, error) {
 	used := s.cred
 	return func(ctx context.Context, _ string) (string, error) {
-		fresh, err := s.auth.Refresh(ctx, used, nil)
+		fresh, err := s.src.Credential(ctx, &execcred.Rejection{Credential: used})
 		if err != nil {
 			return "", err
 		}
@@ -74,55 +111,91 @@ func (s *Session) restart() func(context.Context, string) (string, error) {
 // Proxied reports whether the plugin answered with a proxy.
 func (s *Session) Proxied() bool { return s.bridge != nil }
 
-// Credential is the plugin's first answer.
+// Credential is the plugin's first answer; nil without a plugin.
 func (s *Session) Credential() *execcred.Credential { return s.cred }
-
-// Authenticator runs the session's plugin.
-func (s *Session) Authenticator() *execcred.Authenticator { return s.auth }
 
 // Bridge is the loopback CONNECT endpoint to the proxy (nil when not Proxied), for
 // clients that take a proxy-url, as in Kubeconfig.
 func (s *Session) Bridge() *Bridge { return s.bridge }
 
-// Config returns a copy of the client's configuration for client-go that sends everything
-// (REST calls, watches, SPDY and WebSocket upgrades) through the proxy; see ConfigFor.
-//
-// Without a proxy, the plugin's credential authenticates the requests. A bearer token is
-// added by the session's authenticator (execcred.ConfigFor). A client certificate can be
-// presented on all of client-go's dial paths, and replaced when it expires, only by
-// client-go's own exec provider: for a plugin that answered with one, Config keeps cfg's
-// exec provider, and client-go runs the plugin itself (once more, without
-// spec.lockFilePath, as for any client; the plugin answered without a proxy anyway).
+// Config returns a copy of the client's configuration for client-go, authenticated as
+// the Session's doc says: REST calls, watches, SPDY and WebSocket upgrades all carry the
+// same credentials, and keep cfg's impersonation.
 func (s *Session) Config() (*rest.Config, error) {
 	switch {
+	case s.src == nil:
+		c := rest.CopyConfig(s.cfg)
+		c.ExecProvider = nil // static credentials win, as in client-go
+		return c, nil
 	case s.bridge != nil:
 		return ConfigFor(s.cfg, s.cred, s.bridge)
-	case s.cred.Certificate != nil && s.cfg.ExecProvider != nil:
-		return rest.CopyConfig(s.cfg), nil
+	case s.cred.Certificate != nil:
+		return rest.CopyConfig(s.cfg), nil // client-go's exec provider presents it
 	}
-	return execcred.ConfigFor(s.cfg, s.auth, true), nil
+	return execcred.ConfigFor(s.cfg, s.src, true), nil
 }
 
-// Transport returns a round tripper for plain HTTP requests to the API server, with the
-// same credentials as Config: through the proxy, or, without a proxy, with the session's
-// authenticator (execcred.HTTPTransport), which presents the plugin's token or client
-// certificate, the latter even for a server trusted through the system roots, and
-// refreshes the credential and retries once after a 401.
+// Transport returns a round tripper for plain HTTP requests to the API server: the
+// transport client-go builds from Config, so that both always agree. It retries a
+// request once after a 401 that made the plugin's token refresh.
 func (s *Session) Transport() (http.RoundTripper, error) {
-	if s.bridge == nil {
-		return execcred.HTTPTransport(s.cfg, s.auth, true)
-	}
-	c, err := ConfigFor(s.cfg, s.cred, s.bridge)
+	c, err := s.Config()
 	if err != nil {
 		return nil, err
 	}
 	return rest.TransportFor(c)
 }
 
+// Kubeconfig returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the
+// API server through the bridge and the proxy (see the package function Kubeconfig). It
+// fails, with an error wrapping ErrNotProxied, when there is no proxy.
+func (s *Session) Kubeconfig() (*clientcmdapi.Config, error) {
+	switch {
+	case s.src == nil:
+		return nil, fmt.Errorf("%w: the config has no exec plugin that a client would run", ErrNotProxied)
+	case s.bridge == nil:
+		return nil, fmt.Errorf("%w: the exec plugin answered with a credential", ErrNotProxied)
+	}
+	return Kubeconfig(s.cfg, s.cred, s.bridge), nil
+}
+
+// WriteKubeconfig writes Kubeconfig to a 0600 file in a fresh 0700 directory of the
+// runtime directory, which it checks first (it holds the hop's private key and the
+// bridge's secret), and returns its path and a function that removes it.
+func (s *Session) WriteKubeconfig() (path string, remove func(), err error) {
+	kc, err := s.Kubeconfig()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := privdir.Ensure(s.dir); err != nil {
+		return "", nil, fmt.Errorf("exec proxy: runtime directory: %w (kplug uses $XDG_RUNTIME_DIR/kplug, else $TMPDIR/kplug-<uid>)", err)
+	}
+	dir, err := os.MkdirTemp(s.dir, "run-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { _ = os.RemoveAll(dir) }
+	path = filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		remove()
+		return "", nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return path, remove, nil
+}
+
+// ErrNotProxied says a Session has no exec proxy to reach the API server through.
+var ErrNotProxied = errors.New("exec proxy: no exec proxy to run through")
+
 // Close stops the bridge and releases the lock, which tells the proxy to exit.
 func (s *Session) Close() {
 	if s.bridge != nil {
 		_ = s.bridge.Close()
 	}
-	_ = s.lock.Close()
+	if s.lock != nil {
+		_ = s.lock.Close()
+	}
 }

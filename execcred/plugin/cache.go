@@ -83,6 +83,20 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 	return s, nil
 }
 
+// Wrap returns f with its answers cached under key: the decorator form of Do, for Main,
+// Run or Source. When the client says the credential was rejected (info.Response, sent by
+// v1alpha1 clients), the entry is dropped first, so that f runs.
+func (c *Cache) Wrap(key string, f Func) Func {
+	return func(ctx context.Context, info *Info) (*execcred.Status, error) {
+		if info.Response != nil {
+			if err := c.Delete(key); err != nil {
+				return nil, err
+			}
+		}
+		return c.Do(ctx, key, func(ctx context.Context) (*execcred.Status, error) { return f(ctx, info) })
+	}
+}
+
 // Delete drops the entry for key, e.g. after the server rejected it (v1alpha1 response).
 func (c *Cache) Delete(key string) error {
 	if err := c.store().Delete(key); err != nil {

@@ -1,18 +1,17 @@
-// Package plugin helps write exec credential plugins: read what the client passed in
-// KUBERNETES_EXEC_INFO (the API version it wants, whether it is interactive, the cluster),
-// answer in that version, and cache a credential on disk so that an expensive login is not
-// repeated by every kubectl invocation. Store, which Cache is built on, keeps any JSON
-// document per key, with a file lock each; use it when an entry holds more than a
-// credential, as kplug exec-cache does.
+// Package plugin is the SDK for exec credential plugins: a plugin is a Func, from what the
+// client said (Info, read from KUBERNETES_EXEC_INFO: the API version it wants, whether it is
+// interactive, the cluster) to a credential (execcred.Status), and the pieces around it
+// take care of the protocol:
 //
-//	func main() {
-//		info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
-//		if err != nil { ... }
-//		cache := &plugin.Cache{Dir: plugin.DefaultCacheDir("my-plugin")}
-//		status, err := cache.Do(ctx, "prod", func(ctx context.Context) (*execcred.Status, error) {
-//			return login(ctx, info) // the expensive part
-//		})
-//		if err != nil { ... }
-//		if err := plugin.Write(os.Stdout, info, status); err != nil { ... }
-//	}
+//   - Main makes a Func the whole program (Run is one run, for tests and wrappers): it reads
+//     KUBERNETES_EXEC_INFO with LoadInfo, calls the Func, and answers with Write in the
+//     version the client asked for.
+//   - Cache.Wrap is a decorator: it keeps the Func's answers in files, so that an expensive
+//     login is not repeated by every kubectl invocation, and concurrent invocations wait
+//     for one login (a file lock) instead of each starting their own. Cache.Do is the same
+//     for code that is not a Func.
+//   - Source runs a Func in-process as an execcred.Source, so that a Go program can use a
+//     plugin without a process, under execcred's decorators and transport.
+//
+// The package example is a complete plugin; ExampleSource uses one in-process.
 package plugin

@@ -1,23 +1,91 @@
 package plugin_test
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
 )
 
-// A plugin answers in the version the client asked for.
-func Example() {
-	info, err := plugin.LoadInfo(`{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}`)
+// login stands for the expensive part of a plugin: a browser login, a call to a cloud.
+func login(_ context.Context, info *plugin.Info) (*execcred.Status, error) {
+	expiry := metav1.NewTime(time.Now().Add(time.Hour))
+	return &execcred.Status{Token: "token-for-" + info.APIVersion, ExpirationTimestamp: &expiry}, nil
+}
+
+// A complete plugin: its main function. Kubeconfigs name the binary in an exec block.
+func Example_main() {
+	dir, err := plugin.DefaultCacheDir("my-plugin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cache := &plugin.Cache{Dir: dir}
+	plugin.Main(cache.Wrap("prod", login)) // reads KUBERNETES_EXEC_INFO, answers on stdout
+}
+
+// One run of a plugin, as a client would start it, with a cache: a second run within the
+// credential's lifetime answers from the cache without logging in.
+func ExampleRun() {
+	dir, err := os.MkdirTemp("", "plugin-example")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := plugin.Write(os.Stdout, info, &execcred.Status{Token: "my-token"}); err != nil {
-		fmt.Println(err)
+	defer os.RemoveAll(dir)
+	logins := 0
+	counted := func(ctx context.Context, info *plugin.Info) (*execcred.Status, error) {
+		logins++
+		return login(ctx, info)
 	}
+	cache := &plugin.Cache{Dir: dir}
+	info := `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}`
+	for range 2 {
+		var out bytes.Buffer
+		if err := plugin.Run(context.Background(), cache.Wrap("prod", counted), info, &out); err != nil {
+			fmt.Println(err)
+			return
+		}
+		cred, err := execcred.DecodeOutput(execcred.V1, out.Bytes()) // what the client does
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(cred.Token)
+	}
+	fmt.Println("logins:", logins)
 	// Output:
-	// {"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{},"status":{"token":"my-token"}}
+	// token-for-client.authentication.k8s.io/v1
+	// token-for-client.authentication.k8s.io/v1
+	// logins: 1
+}
+
+// A plugin function used in-process, as the source of execcred's pipeline.
+func ExampleSource() {
+	logins := 0
+	counted := func(ctx context.Context, info *plugin.Info) (*execcred.Status, error) {
+		logins++
+		return login(ctx, info)
+	}
+	src := &execcred.Cache{Source: plugin.Source(counted, plugin.Info{})}
+	for range 3 {
+		cred, err := src.Credential(context.Background(), nil)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(cred.Token)
+	}
+	fmt.Println("logins:", logins)
+	// Output:
+	// token-for-client.authentication.k8s.io/v1
+	// token-for-client.authentication.k8s.io/v1
+	// token-for-client.authentication.k8s.io/v1
+	// logins: 1
 }

@@ -22,6 +22,10 @@ type Info struct {
 	Cluster *execcred.Cluster
 	// Response is set by v1alpha1 clients when the last credential was rejected.
 	Response *execcred.Response
+	// LockFilePath is set by clients that support exec proxies (KEP-2718, docs/exec-proxy.md):
+	// the client holds an exclusive lock on this file while it lives, and a plugin that
+	// answers with a proxy serves until it can take the lock.
+	LockFilePath string
 	// FromClient is false when KUBERNETES_EXEC_INFO was empty: a very old client, or the
 	// plugin run by hand. APIVersion is then v1beta1, which every client since 1.11 reads.
 	FromClient bool
@@ -36,9 +40,10 @@ func LoadInfo(value string) (*Info, error) {
 		Kind       string `json:"kind"`
 		APIVersion string `json:"apiVersion"`
 		Spec       struct {
-			Cluster     *execcred.Cluster  `json:"cluster"`
-			Interactive bool               `json:"interactive"`
-			Response    *execcred.Response `json:"response"`
+			Cluster      *execcred.Cluster  `json:"cluster"`
+			Interactive  bool               `json:"interactive"`
+			Response     *execcred.Response `json:"response"`
+			LockFilePath string             `json:"lockFilePath"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal([]byte(value), &in); err != nil {
@@ -53,11 +58,12 @@ func LoadInfo(value string) (*Info, error) {
 		return nil, fmt.Errorf("plugin: %s has kind %q, want %s", execcred.InfoEnv, in.Kind, execcred.Kind)
 	}
 	return &Info{
-		APIVersion:  in.APIVersion,
-		Interactive: in.Spec.Interactive,
-		Cluster:     in.Spec.Cluster,
-		Response:    in.Spec.Response,
-		FromClient:  true,
+		APIVersion:   in.APIVersion,
+		Interactive:  in.Spec.Interactive,
+		Cluster:      in.Spec.Cluster,
+		Response:     in.Spec.Response,
+		LockFilePath: in.Spec.LockFilePath,
+		FromClient:   true,
 	}, nil
 }
 

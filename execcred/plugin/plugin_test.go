@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,31 +19,35 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/exectest"
 )
 
-const helperEnv = "KPLUG_PLUGIN_CACHE_HELPER"
-
+// TestMain makes the test binary, re-executed, a fake plugin (internal/exectest) whose
+// behaviour "cached-login" is a plugin built with this package: a slow login behind a Cache
+// in the fake's directory, counting real logins in <dir>/logins.
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(helperEnv); dir != "" {
-		// One plugin process: fetch through the shared cache, counting real fetches.
-		c := &Cache{Dir: dir, TTL: time.Hour}
-		s, err := c.Do(context.Background(), "k", func(context.Context) (*execcred.Status, error) {
-			f, err := os.OpenFile(filepath.Join(dir, "fetches"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-			if err != nil {
-				return nil, err
-			}
-			_, _ = f.Write([]byte("x"))
-			_ = f.Close()
-			time.Sleep(300 * time.Millisecond) // a slow login
-			return &execcred.Status{Token: "shared"}, nil
-		})
-		if err != nil || s.Token != "shared" {
-			fmt.Fprintln(os.Stderr, s, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	exectest.Main(map[string]func() int{"cached-login": cachedLogin})
 	os.Exit(m.Run())
+}
+
+func cachedLogin() int {
+	dir := os.Getenv(exectest.Env)
+	cache := &Cache{Dir: filepath.Join(dir, "cache"), TTL: time.Hour}
+	slowLogin := func(context.Context, *Info) (*execcred.Status, error) {
+		f, err := os.OpenFile(filepath.Join(dir, "logins"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = f.Write([]byte("x"))
+		_ = f.Close()
+		time.Sleep(300 * time.Millisecond)
+		return &execcred.Status{Token: "shared"}, nil
+	}
+	if err := Run(context.Background(), cache.Wrap("k", slowLogin), os.Getenv(execcred.InfoEnv), os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 func TestInfoRoundTrip(t *testing.T) {
@@ -192,14 +198,25 @@ func TestCache(t *testing.T) {
 
 func TestCacheSharedByProcesses(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	p := exectest.New(t).Behaviour("cached-login")
+	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
-			if out, err := cmd.CombinedOutput(); err != nil {
+			cmd := exec.Command(p.Path())
+			cmd.Env = append(append(os.Environ(), p.Env()...), execcred.InfoEnv+"="+string(info))
+			out, err := cmd.Output()
+			if err == nil {
+				var cred *execcred.Credential
+				if cred, err = execcred.DecodeOutput(execcred.V1, out); err == nil && cred.Token != "shared" {
+					err = fmt.Errorf("token %q", cred.Token)
+				}
+			}
+			if err != nil {
 				errs <- fmt.Errorf("%w: %s", err, out)
 			}
 		})
@@ -209,11 +226,99 @@ func TestCacheSharedByProcesses(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "fetches"))
+	b, err := os.ReadFile(filepath.Join(p.Dir, "logins"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(b); n != 1 {
-		t.Errorf("8 concurrent plugin processes fetched %s times, want 1", strconv.Itoa(n))
+		t.Errorf("8 concurrent plugin processes logged in %s times, want 1", strconv.Itoa(n))
+	}
+}
+
+// TestSource: a plugin function in-process is told what a client would tell it (the 401
+// on a refresh included), and its answer is checked as a client checks a plugin's output.
+func TestSource(t *testing.T) {
+	t.Parallel()
+	var seen []*Info
+	answer := &execcred.Status{Token: "t"}
+	src := Source(func(_ context.Context, info *Info) (*execcred.Status, error) {
+		seen = append(seen, info)
+		return answer, nil
+	}, Info{Cluster: &execcred.Cluster{Server: "https://k"}})
+	ctx := context.Background()
+	first, err := src.Credential(ctx, nil)
+	if err != nil || first.Token != "t" {
+		t.Fatalf("first: %v, %v", first, err)
+	}
+	rejected := &execcred.Response{Code: 401}
+	if _, err := src.Credential(ctx, &execcred.Rejection{Credential: first, Response: rejected}); err != nil {
+		t.Fatal(err)
+	}
+	want := []*Info{
+		{APIVersion: execcred.V1, Cluster: &execcred.Cluster{Server: "https://k"}, FromClient: true},
+		{APIVersion: execcred.V1, Cluster: &execcred.Cluster{Server: "https://k"}, Response: rejected, FromClient: true},
+	}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("the function was told (-want +got):\n%s", diff)
+	}
+	for _, bad := range []struct {
+		status *execcred.Status
+		err    string
+	}{
+		{nil, "plugin: the plugin function returned no credential"},
+		{&execcred.Status{}, "plugin: exec plugin didn't return a token or cert/key pair"},
+		{&execcred.Status{ClientCertificateData: "x"}, "plugin: exec plugin returned only certificate or key, not both"},
+	} {
+		answer = bad.status
+		if _, err := src.Credential(ctx, nil); err == nil || err.Error() != bad.err {
+			t.Errorf("answer %+v: %v, want %s", bad.status, err, bad.err)
+		}
+	}
+}
+
+// TestWrapDropsARejectedEntry: a v1alpha1 client that says the credential was rejected gets
+// a fresh one, not the cached one.
+func TestWrapDropsARejectedEntry(t *testing.T) {
+	t.Parallel()
+	logins := 0
+	f := (&Cache{Dir: t.TempDir(), TTL: time.Hour}).Wrap("k", func(context.Context, *Info) (*execcred.Status, error) {
+		logins++
+		return &execcred.Status{Token: fmt.Sprint("t", logins)}, nil
+	})
+	ctx := context.Background()
+	for i, info := range []*Info{
+		{APIVersion: execcred.V1alpha1},
+		{APIVersion: execcred.V1alpha1},
+		{APIVersion: execcred.V1alpha1, Response: &execcred.Response{Code: 401}},
+		{APIVersion: execcred.V1alpha1},
+	} {
+		s, err := f(ctx, info)
+		if want := []string{"t1", "t1", "t2", "t2"}[i]; err != nil || s.Token != want {
+			t.Errorf("call %d: %+v, %v; want %s", i, s, err, want)
+		}
+	}
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	ok := func(context.Context, *Info) (*execcred.Status, error) { return &execcred.Status{Token: "t"}, nil }
+	if err := Run(context.Background(), ok, "", &out); err != nil || out.String() != `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1","spec":{},"status":{"token":"t"}}`+"\n" {
+		t.Errorf("run by hand: %q, %v; want a v1beta1 answer", out.String(), err)
+	}
+	failing := func(context.Context, *Info) (*execcred.Status, error) { return nil, errors.New("login required") }
+	if err := Run(context.Background(), failing, "", io.Discard); err == nil || err.Error() != "login required" {
+		t.Errorf("failing function: %v", err)
+	}
+	if err := Run(context.Background(), ok, "{", io.Discard); err == nil || !strings.HasPrefix(err.Error(), "plugin: KUBERNETES_EXEC_INFO is not an ExecCredential") {
+		t.Errorf("bad info: %v", err)
+	}
+}
+
+func TestLoadInfoLockFilePath(t *testing.T) {
+	t.Parallel()
+	info, err := LoadInfo(`{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false,"lockFilePath":"/run/user/1000/kplug/client-0123.lock"}}`)
+	if err != nil || info.LockFilePath != "/run/user/1000/kplug/client-0123.lock" {
+		t.Errorf("LoadInfo: %+v, %v", info, err)
 	}
 }

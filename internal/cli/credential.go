@@ -73,14 +73,12 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 	if execcred.HasStaticCredentials(cfg) {
 		g.log.Warn("the context's user also has static credentials; clients use those and never run the plugin")
 	}
-	a, err := execcred.NewForRESTConfig(cfg, execcred.Options{
-		Host: execcred.Host{Runner: pluginRunner(g), Timeout: o.kubeconfig.timeout, Stdin: stdinFile(g)}, Logger: g.log,
-	})
+	src, err := execcred.NewForRESTConfig(cfg, o.kubeconfig.credentialOptions(g, ""))
 	if err != nil {
 		return invalidConfig(err)
 	}
 	g.log.Debug("running exec plugin", "command", cfg.ExecProvider.Command)
-	cred, err := a.Credential(ctx)
+	cred, err := src.Credential(ctx, nil)
 	if err != nil {
 		return pluginFailed(err)
 	}

@@ -167,14 +167,13 @@ func (o *execCacheOptions) cacheDir() (string, error) {
 }
 
 func (o *execCacheOptions) runList(out io.Writer, dir string, args []string) error {
-	entries, err := execcache.List(dir, time.Now())
+	command := ""
+	if len(args) > 0 {
+		command = args[0]
+	}
+	entries, err := execcache.List(dir, time.Now(), command)
 	if err != nil {
 		return err
-	}
-	if len(args) > 0 {
-		if entries, err = onlyCommand(entries, args); err != nil {
-			return err
-		}
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(out)
@@ -182,20 +181,6 @@ func (o *execCacheOptions) runList(out io.Writer, dir string, args []string) err
 		return enc.Encode(entries)
 	}
 	return printEntries(out, entries, time.Now())
-}
-
-func onlyCommand(entries []execcache.Listed, args []string) ([]execcache.Listed, error) {
-	path, err := execplugin.Resolve(args[0], "")
-	if err != nil {
-		return nil, fmt.Errorf("exec-cache: %w", err)
-	}
-	var out []execcache.Listed
-	for _, e := range entries {
-		if e.Command == path {
-			out = append(out, e)
-		}
-	}
-	return out, nil
 }
 
 func printEntries(out io.Writer, entries []execcache.Listed, now time.Time) error {
@@ -222,18 +207,11 @@ func printEntries(out io.Writer, entries []execcache.Listed, now time.Time) erro
 }
 
 func (o *execCacheOptions) runClear(out io.Writer, dir string, args []string) error {
-	var path string
+	command := ""
 	if !o.all {
-		var err error
-		// An uninstalled plugin's entries can still be removed by its absolute path.
-		if path, err = execplugin.Resolve(args[0], ""); err != nil && !filepath.IsAbs(args[0]) {
-			return fmt.Errorf("exec-cache: %w", err)
-		} else if err != nil {
-			path = filepath.Clean(args[0])
-		}
-		args = args[1:]
+		command, args = args[0], args[1:]
 	}
-	n, err := execcache.Clear(dir, path, args)
+	n, err := execcache.Clear(dir, command, args)
 	if err != nil {
 		return err
 	}

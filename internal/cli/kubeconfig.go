@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/execproxy"
 )
 
 // kubeconfigOptions are the flags of commands that act as a client of a kubeconfig context.
@@ -39,33 +41,32 @@ func (o *kubeconfigOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// execPlugin returns the context's exec plugin configuration and the authenticator
-// options, with everything beyond client-go turned on, or a nil plugin when the context
-// has no exec plugin or static credentials take precedence.
-func (o *kubeconfigOptions) execPlugin(g *globals, cfg *rest.Config, stdinUnavailable string) (*execcred.Config, execcred.Options, error) {
-	var opts execcred.Options
-	if cfg.ExecProvider == nil || execcred.HasStaticCredentials(cfg) {
-		return nil, opts, nil
-	}
-	ec, err := execcred.FromRESTConfig(cfg)
-	if err == nil {
-		err = ec.Validate()
-	}
+// connect runs the context's exec plugin, if a client would run one, as a client that
+// supports exec proxies (execproxy.Connect), with everything beyond client-go turned on.
+// stdinUse, if set, says why the plugin may not read stdin. Close the session when done.
+func (o *kubeconfigOptions) connect(ctx context.Context, g *globals, cfg *rest.Config, stdinUse string) (*execproxy.Session, error) {
+	s, err := execproxy.Connect(ctx, cfg, execproxy.Options{Credentials: o.credentialOptions(g, stdinUse)})
 	if err != nil {
-		return nil, opts, invalidConfig(err)
+		return nil, pluginFailed(err)
 	}
-	opts = execcred.Options{
+	return s, nil
+}
+
+// credentialOptions is the exec credential pipeline kplug's client commands use: the
+// plugin's stderr shown, the --plugin-timeout, backoff 1s doubling to 1m, refresh ahead.
+func (o *kubeconfigOptions) credentialOptions(g *globals, stdinUse string) execcred.Options {
+	return execcred.Options{
 		Host: execcred.Host{
 			Runner:                  pluginRunner(g),
 			Timeout:                 o.timeout,
 			Stdin:                   stdinFile(g),
-			StdinUnavailable:        stdinUnavailable != "",
-			StdinUnavailableMessage: stdinUnavailable,
+			StdinUnavailable:        stdinUse != "",
+			StdinUnavailableMessage: stdinUse,
 		},
-		Backoff: execcred.Backoff{Initial: time.Second, Max: time.Minute},
-		Logger:  g.log,
+		Backoff:    time.Second,
+		MaxBackoff: time.Minute,
+		Logger:     g.log,
 	}
-	return ec, opts, nil
 }
 
 // pluginRunner passes a plugin's stderr to kplug's, where the user sees it as it is
@@ -74,11 +75,13 @@ func pluginRunner(g *globals) *execplugin.Runner {
 	return &execplugin.Runner{Stderr: g.io.Err, StderrShown: true}
 }
 
-// pluginFailed makes a plugin's usage error (exit code 2: the kubeconfig's exec arguments
-// or environment are wrong) kplug's invalid-configuration error, which exits 2 too.
+// pluginFailed makes an invalid exec block, and a plugin's usage error (exit code 2: the
+// kubeconfig's exec arguments or environment are wrong), kplug's invalid-configuration
+// error, which exits 2 too.
 func pluginFailed(err error) error {
 	var exit *execplugin.ExitError
-	if errors.As(err, &exit) && exit.Code == ExitUsage {
+	var invalid *execcred.ConfigError
+	if errors.As(err, &invalid) || errors.As(err, &exit) && exit.Code == ExitUsage {
 		return invalidConfig(err)
 	}
 	return err

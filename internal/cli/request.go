@@ -66,8 +66,14 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 	if err != nil {
 		return err
 	}
-	defer session.close()
-	rt := session.rt
+	defer session.Close()
+	rt, err := session.Transport()
+	if err != nil {
+		if !session.Proxied() {
+			err = invalidConfig(err) // the kubeconfig's TLS settings
+		}
+		return err
+	}
 	method := o.method
 	if method == "" {
 		method = http.MethodGet

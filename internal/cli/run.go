@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/execproxy"
-	"github.com/kplug/kplug/internal/privdir"
 )
 
 type runOptions struct {
@@ -46,34 +43,20 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.ExecProvider == nil {
-		return invalidConfig(errors.New("the context's user has no exec plugin, so there is no exec proxy to run through; run the client directly"))
-	}
 	session, err := o.kubeconfig.connect(ctx, g, cfg, "")
 	if err != nil {
 		return err
 	}
-	defer session.close()
-	if session.proxy == nil || !session.proxy.Proxied() {
-		return invalidConfig(errors.New("the context's exec plugin answered with a credential, not an exec proxy; run the client directly"))
+	defer session.Close()
+	kubeconfig, remove, err := session.WriteKubeconfig()
+	if errors.Is(err, execproxy.ErrNotProxied) {
+		return invalidConfig(fmt.Errorf("%w; run the client directly", err))
 	}
-	runtimeDir := execproxy.RuntimeDir(os.Getenv("XDG_RUNTIME_DIR"))
-	if err := privdir.Ensure(runtimeDir); err != nil { // checked before anything is written in it
-		return fmt.Errorf("exec proxy: runtime directory: %w (kplug uses $XDG_RUNTIME_DIR/kplug, else $TMPDIR/kplug-<uid>)", err)
-	}
-	dir, err := os.MkdirTemp(runtimeDir, "run-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*execproxy.Kubeconfig(cfg, session.proxy.Credential(), session.proxy.Bridge()), kubeconfig); err != nil {
-		return err
-	}
-	if err := os.Chmod(kubeconfig, 0o600); err != nil { //nolint:gosec // a file in the directory MkdirTemp just made
-		return err
-	}
-	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.proxy.Bridge().Addr)
+	defer remove()
+	g.log.Debug("running through the exec proxy", "command", args[0], "bridge", session.Bridge().Addr)
 
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...) //nolint:gosec // the user's own command
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)

@@ -3,11 +3,13 @@ package execcache
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
 )
 
@@ -30,8 +32,27 @@ type Listed struct {
 	args []string // unredacted, to match --clear
 }
 
-// List describes every entry in dir, sorted by command, then ID.
-func List(dir string, now time.Time) ([]Listed, error) {
+// List describes the entries in dir of command (resolved as Run resolves it), or every
+// entry when command is empty, sorted by command, then ID.
+func List(dir string, now time.Time, command string) ([]Listed, error) {
+	listed, err := list(dir, now)
+	if err != nil || command == "" {
+		return listed, err
+	}
+	path, err := execplugin.Resolve(command, "")
+	if err != nil {
+		return nil, fmt.Errorf("exec-cache: %w", err)
+	}
+	var out []Listed
+	for _, l := range listed {
+		if l.Command == path {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func list(dir string, now time.Time) ([]Listed, error) {
 	stored, err := (&diskstore.Store{Dir: dir}).Entries()
 	if err != nil {
 		return nil, fmt.Errorf("exec-cache: %w", err)
@@ -58,11 +79,21 @@ func List(dir string, now time.Time) ([]Listed, error) {
 	return out, nil
 }
 
-// Clear removes the entries of the wrapped command (resolved path and arguments, any
-// environment, API version or cluster), or every entry, corrupt ones included, when path is
-// empty. It returns how many it removed.
-func Clear(dir, path string, args []string) (int, error) {
-	listed, err := List(dir, time.Time{})
+// Clear removes the entries of the wrapped command and its arguments (any environment, API
+// version or cluster), or every entry, corrupt ones included, when command is empty. The
+// command is resolved as Run resolves it; an uninstalled plugin's entries can still be
+// removed by its absolute path. It returns how many it removed.
+func Clear(dir, command string, args []string) (int, error) {
+	var path string
+	if command != "" {
+		var err error
+		if path, err = execplugin.Resolve(command, ""); err != nil && !filepath.IsAbs(command) {
+			return 0, fmt.Errorf("exec-cache: %w", err)
+		} else if err != nil {
+			path = filepath.Clean(command)
+		}
+	}
+	listed, err := list(dir, time.Time{})
 	if err != nil {
 		return 0, err
 	}

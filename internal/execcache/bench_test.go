@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/exectest"
 )
 
 // BenchmarkRunHit is the wrapper's own work when it serves a stored answer: key, lock,
@@ -16,6 +17,7 @@ import (
 // records itself in the entry, as separate kubectl processes do.
 func BenchmarkRunHit(b *testing.B) {
 	dir := b.TempDir()
+	p := exectest.New(b).Stdout(answerTemplate(""))
 	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -23,7 +25,7 @@ func BenchmarkRunHit(b *testing.B) {
 	var out bytes.Buffer
 	o := Options{
 		Command: os.Args[0], Args: []string{"-test.run=^$"}, Dir: filepath.Join(dir, "cache"), DefaultTTL: time.Hour,
-		Environ: append(os.Environ(), pluginEnv+"="+dir, noRaceExitSleep, execcred.InfoEnv+"="+string(info)),
+		Environ: append(append(os.Environ(), p.Env()...), execcred.InfoEnv+"="+string(info)),
 		Stdout:  &out, Stderr: &out,
 	}
 	if err := Run(context.Background(), o); err != nil { // the miss that fills the cache
@@ -38,7 +40,7 @@ func BenchmarkRunHit(b *testing.B) {
 			b.Fatalf("%v: %q", err, out.String())
 		}
 	}
-	if runs, _ := os.ReadFile(filepath.Join(dir, "runs")); len(runs) != 1 {
-		b.Fatalf("the plugin ran %d times, want 1", len(runs))
+	if runs := p.Runs(); runs != 1 {
+		b.Fatalf("the plugin ran %d times, want 1", runs)
 	}
 }

@@ -3,12 +3,20 @@
 // invocations, sequential or concurrent, run an expensive plugin once per credential
 // lifetime instead of N times.
 //
-// Run is one invocation: it keys the call (Key), takes the key's file lock (a concurrent
-// caller waits, then finds the answer stored), serves a stored answer byte for byte or
-// runs the wrapped plugin through internal/execplugin with the caller's environment, stdin
-// and stderr, and stores a valid answer (diskstore.Store: 0600 files, atomic writes, in a
-// private directory that must belong to the user). A stored answer is not served to a
-// client that was already given it: client-go only runs a plugin again after the
-// credential expired or the server answered 401, so such a call is a refresh and the entry
-// is replaced. List and Clear are for `--list` and `--clear`.
+// Run is one invocation, and the exec credential pipeline seen from the plugin side of the
+// wire, where an answer is bytes passed on unchanged:
+//
+//   - configuration: Options (from the CLI's flags) and the client's KUBERNETES_EXEC_INFO,
+//     which with the command, its arguments and the environment make the cache key (Key);
+//   - source: the wrapped plugin, run through execplugin with the caller's environment,
+//     stdin and stderr, exactly as the client would have run it;
+//   - decorator: the key's entry in a private directory (internal/diskstore: 0600 files,
+//     atomic writes, a directory that must belong to the user), under the key's file lock,
+//     so that a concurrent caller waits and then finds the answer stored. A stored answer
+//     is served byte for byte, except to a client that was already given it: client-go
+//     only runs a plugin again after the credential expired or the server answered 401,
+//     so such a call is a refresh and the entry is replaced. A valid answer is stored;
+//   - output: stdout, where a failing plugin's own stdout passes through too.
+//
+// List and Clear are for `--list` and `--clear`.
 package execcache

@@ -3,90 +3,53 @@ package execcache
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/term"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/exectest"
 )
 
-// The test binary is also the wrapped plugin (pluginEnv names its directory) and, for the
-// tests across processes, the wrapper itself (wrapperEnv names the cache directory).
-const (
-	pluginEnv  = "KPLUG_EXECCACHE_TEST_PLUGIN"
-	wrapperEnv = "KPLUG_EXECCACHE_TEST_WRAPPER"
-	// A test binary built with -race sleeps 1 s on exit unless told not to.
-	noRaceExitSleep = "GORACE=atexit_sleep_ms=0"
-)
+// wrapperEnv makes the test binary the wrapper itself, as a process of its own, for the
+// tests across processes; it names the cache directory. Otherwise, re-executed, it is the
+// wrapped plugin: the fake of internal/exectest.
+const wrapperEnv = "KPLUG_EXECCACHE_TEST_WRAPPER"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(wrapperEnv); dir != "" {
 		os.Exit(wrapperMain(dir))
 	}
-	if dir := os.Getenv(pluginEnv); dir != "" {
-		os.Exit(pluginMain(dir))
-	}
+	exectest.Main(nil)
 	goleak.VerifyTestMain(m)
 }
 
-// pluginMain is the fake plugin. It counts its runs in <dir>/runs, and answers with a
-// token naming the cluster it was sent and its run number, or with <dir>/stdout
-// verbatim. <dir>/expiry holds an expirationTimestamp, <dir>/exit an exit code,
-// <dir>/stderr what to write to stderr, <dir>/sleep a duration.
-func pluginMain(dir string) int {
-	read := func(name string) string {
-		b, _ := os.ReadFile(filepath.Join(dir, name))
-		return string(b)
+// answerTemplate is what the fake plugin answers: a token naming the cluster it was sent,
+// its run number and whether its stdin is a terminal, with expiry (RFC 3339) if set. Odd
+// spacing, to check that the answer is passed on byte for byte; see answer.
+func answerTemplate(expiry string) string {
+	exp := ""
+	if expiry != "" {
+		exp = fmt.Sprintf(`,"expirationTimestamp":%q`, expiry)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "runs"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	_, _ = f.WriteString("x")
-	_ = f.Close()
-	run := len(read("runs"))
-	if d, err := time.ParseDuration(read("sleep")); err == nil {
-		time.Sleep(d)
-	}
-	fmt.Fprint(os.Stderr, read("stderr"))
-	if out := read("stdout"); out != "" {
-		fmt.Print(out)
-	} else {
-		var in struct {
-			APIVersion string `json:"apiVersion"`
-			Spec       struct {
-				Cluster *execcred.Cluster `json:"cluster"`
-			} `json:"spec"`
-		}
-		_ = json.Unmarshal([]byte(os.Getenv(execcred.InfoEnv)), &in)
-		server := "none"
-		if in.Spec.Cluster != nil {
-			server = in.Spec.Cluster.Server
-		}
-		token := fmt.Sprintf("tok-%s-%d-tty=%v", server, run, term.IsTerminal(int(os.Stdin.Fd())))
-		expiry := ""
-		if e := read("expiry"); e != "" {
-			expiry = fmt.Sprintf(`,"expirationTimestamp":%q`, e)
-		}
-		// Odd spacing, to check that the answer is passed on byte for byte.
-		fmt.Printf("{ \"apiVersion\": %q,\"kind\":\"ExecCredential\",  \"status\":{\"token\":%q%s}}\n\n", in.APIVersion, token, expiry)
-	}
-	code, _ := strconv.Atoi(strings.TrimSpace(read("exit")))
-	return code
+	return `{{$v := ""}}{{$s := "none"}}{{with .Info}}{{$v = .apiVersion}}{{with .spec}}{{with .cluster}}{{$s = .server}}{{end}}{{end}}{{end}}` +
+		`{ "apiVersion": {{printf "%q" $v}},"kind":"ExecCredential",  "status":{"token":"tok-{{$s}}-{{.Run}}-tty={{.TTY}}"` + exp + "}}\n\n"
 }
 
-// wrapperMain runs the wrapper around the fake plugin ($KPLUG_EXECCACHE_TEST_PLUGIN), as
-// its own process, and prints the answer.
+// fakePlugin makes the wrapped plugin, answering with answerTemplate.
+func fakePlugin(t *testing.T) *exectest.Plugin {
+	t.Helper()
+	return exectest.New(t).Stdout(answerTemplate(""))
+}
+
+// wrapperMain runs the wrapper around the fake plugin named in its environment, as its
+// own process, and prints the answer.
 func wrapperMain(cache string) int {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -111,34 +74,6 @@ func wrapperMain(cache string) int {
 	return 0
 }
 
-// fakePlugin is one fake plugin directory.
-type fakePlugin struct {
-	t   *testing.T
-	dir string
-}
-
-func newFakePlugin(t *testing.T) *fakePlugin {
-	t.Helper()
-	return &fakePlugin{t: t, dir: t.TempDir()}
-}
-
-func (p *fakePlugin) set(name, value string) {
-	p.t.Helper()
-	path := filepath.Join(p.dir, name)
-	if value == "" {
-		_ = os.Remove(path)
-		return
-	}
-	if err := os.WriteFile(path, []byte(value), 0o600); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *fakePlugin) runs() int {
-	b, _ := os.ReadFile(filepath.Join(p.dir, "runs"))
-	return len(b)
-}
-
 // execInfoEnv returns the KUBERNETES_EXEC_INFO entry a client would set.
 func execInfoEnv(t *testing.T, apiVersion string, cluster *execcred.Cluster, response *execcred.Response) string {
 	t.Helper()
@@ -152,7 +87,7 @@ func execInfoEnv(t *testing.T, apiVersion string, cluster *execcred.Cluster, res
 // harness runs the wrapper in process around a fake plugin, with a settable clock.
 type harness struct {
 	t      *testing.T
-	plugin *fakePlugin
+	plugin *exectest.Plugin
 	cache  string
 	now    time.Time
 	opts   Options
@@ -162,7 +97,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, plugin: newFakePlugin(t), cache: filepath.Join(t.TempDir(), "cache"),
+	h := &harness{t: t, plugin: fakePlugin(t), cache: filepath.Join(t.TempDir(), "cache"),
 		now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	h.opts = Options{Command: os.Args[0], Args: []string{"-test.run=^$"}, Dir: h.cache, DefaultTTL: time.Hour,
 		Log: slog.New(slog.NewTextHandler(&h.stderr, nil))}
@@ -174,7 +109,7 @@ func (h *harness) call(client Client, info string) (string, error) {
 	h.t.Helper()
 	var out bytes.Buffer
 	o := h.opts
-	o.Environ = append([]string{pluginEnv + "=" + h.plugin.dir, noRaceExitSleep}, h.env...)
+	o.Environ = append(h.plugin.Env(), h.env...)
 	if info != "" {
 		o.Environ = append(o.Environ, info)
 	}

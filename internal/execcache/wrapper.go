@@ -78,6 +78,11 @@ func (e *InfoError) Unwrap() error { return e.Err }
 // *execplugin.ExitError (the caller exits with its code; the plugin's stderr has already
 // passed through). Nothing failed is stored, and a rejected entry is removed before the
 // wrapped plugin runs, so it is not served again whatever happens next.
+//
+// Run is the same pipeline as a client's, on the plugin side of the wire, where an answer
+// is bytes to pass on unchanged: configuration (Options and KUBERNETES_EXEC_INFO) -> source
+// (wrapped: the plugin run as the client would run it) -> decorator (diskCache: the entry
+// of this key, locked across processes) -> output (stdout).
 func Run(ctx context.Context, o Options) error {
 	if o.Dir == "" {
 		return errors.New("exec-cache: no cache directory")
@@ -94,30 +99,86 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	source := &wrapped{o: &o, path: path, interactive: o.Stdin != nil}
+	var src answerer = source
 	if info == nil {
 		log.Warn("exec-cache: " + execcred.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
-		out, err := o.runWrapped(ctx, path, o.Stdin != nil)
-		if err != nil {
-			return err
-		}
-		_, err = o.Stdout.Write(out)
-		return err
+	} else {
+		source.interactive = info.Interactive
+		src = &diskCache{o: &o, next: source, path: path, info: info, log: log}
 	}
+	out, err := src.answer(ctx)
+	var exitErr *execplugin.ExitError
+	if errors.As(err, &exitErr) {
+		out = exitErr.Stdout // a failing plugin's stdout passes through too
+	}
+	if _, werr := o.Stdout.Write(out); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
 
+// answerer gives a plugin's answer: its stdout, byte for byte. It is exec-cache's form of
+// execcred.Source, for the plugin side of the wire, where an answer is passed on as it is
+// (a client decodes it, and reports what is wrong with it).
+type answerer interface {
+	answer(ctx context.Context) ([]byte, error)
+}
+
+// wrapped is the source: the wrapped plugin, run with the wrapper's own environment
+// (KUBERNETES_EXEC_INFO included) and stdio, as the client would have run it.
+type wrapped struct {
+	o           *Options
+	path        string
+	interactive bool
+}
+
+func (w *wrapped) answer(ctx context.Context) ([]byte, error) {
+	r := &execplugin.Runner{Environ: func() []string { return w.o.Environ }, Stderr: w.o.Stderr}
+	c := execplugin.Command{Path: w.path, Args: w.o.Args}
+	if w.interactive && w.o.Stdin != nil {
+		c.Stdin = execplugin.TerminalStdin(w.o.Stdin)
+	} else {
+		c.Timeout = w.o.Timeout
+	}
+	res, err := r.Run(ctx, c)
+	var exitErr *execplugin.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		return nil, err // the plugin's own failure, passed through as it is
+	case err != nil:
+		return nil, fmt.Errorf("exec-cache: %w", err)
+	}
+	return res.Stdout, nil
+}
+
+// diskCache is the decorator: the entry of this call's key, in a directory shared by
+// every client process, under the key's file lock, so that concurrent callers wait for one
+// run and then find its answer stored.
+type diskCache struct {
+	o    *Options
+	next answerer
+	path string // the wrapped plugin's resolved path, part of the key
+	info *plugin.Info
+	log  *slog.Logger
+}
+
+func (d *diskCache) answer(ctx context.Context) ([]byte, error) {
+	o := d.o
 	store := &diskstore.Store{Dir: o.Dir, LockTimeout: o.LockTimeout}
 	if store.LockTimeout == 0 {
 		store.LockTimeout = DefaultLockTimeout
 	}
-	key := Key(path, o.Args, o.Environ, info, o.IgnoreEnv)
-	log = log.With("entry", store.ID(key)[:12])
+	key := Key(d.path, o.Args, o.Environ, d.info, o.IgnoreEnv)
+	log := d.log.With("entry", store.ID(key)[:12])
 	locked, err := store.Lock(ctx, key)
 	if err != nil {
-		return fmt.Errorf("exec-cache: %w", err)
+		return nil, fmt.Errorf("exec-cache: %w", err)
 	}
 	defer func() { _ = locked.Unlock() }()
 
 	now := o.now()
-	e, reason := o.lookup(locked, info, now, log)
+	e, reason := o.lookup(locked, d.info, now, log)
 	if e != nil {
 		if e.addClient(o.Client) {
 			if err := locked.Save(e); err != nil {
@@ -125,21 +186,19 @@ func Run(ctx context.Context, o Options) error {
 			}
 		}
 		log.Debug("exec-cache: hit", "client", o.Client.String(), "until", e.ServeUntil)
-		_, err := o.Stdout.Write(e.Output)
-		return err
+		return e.Output, nil
 	}
 	log.Debug("exec-cache: miss, running the plugin", "reason", reason, "command", o.Command)
 	if err := locked.Delete(); err != nil {
-		return fmt.Errorf("exec-cache: removing the entry: %w", err)
+		return nil, fmt.Errorf("exec-cache: removing the entry: %w", err)
 	}
-	out, err := o.runWrapped(ctx, path, info.Interactive)
+	out, err := d.next.answer(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	o.store(locked, log, info, path, out, now)
-	_, err = o.Stdout.Write(out)
+	o.store(locked, log, d.info, d.path, out, now)
 	sweep(store, store.ID(key), now, log)
-	return err
+	return out, nil
 }
 
 // sweep removes, after a miss, the entries no call may be served any more (expired, or
@@ -223,30 +282,6 @@ func (o *Options) store(locked *diskstore.Locked, log *slog.Logger, info *plugin
 	if err := locked.Save(e); err != nil {
 		log.Warn("exec-cache: cannot store the answer", "err", err)
 	}
-}
-
-// runWrapped runs the wrapped plugin with the wrapper's own environment and stdio and
-// returns its stdout. On a failure exit it prints the plugin's stdout unchanged first.
-func (o *Options) runWrapped(ctx context.Context, path string, interactive bool) ([]byte, error) {
-	r := &execplugin.Runner{Environ: func() []string { return o.Environ }, Stderr: o.Stderr}
-	c := execplugin.Command{Path: path, Args: o.Args}
-	if interactive && o.Stdin != nil {
-		c.Stdin = execplugin.TerminalStdin(o.Stdin)
-	} else {
-		c.Timeout = o.Timeout
-	}
-	res, err := r.Run(ctx, c)
-	var exitErr *execplugin.ExitError
-	if errors.As(err, &exitErr) {
-		if _, werr := o.Stdout.Write(exitErr.Stdout); werr != nil {
-			return nil, errors.Join(err, werr)
-		}
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("exec-cache: %w", err)
-	}
-	return res.Stdout, nil
 }
 
 // execInfo parses the last KUBERNETES_EXEC_INFO in env, as the plugin would see it; nil

@@ -62,7 +62,7 @@ func TestSecurityExecCacheRefusesAnotherUsersDirectory(t *testing.T) {
 	if strings.Contains(out, "attacker-token") {
 		t.Errorf("the planted answer was served: %q", out)
 	}
-	if n := h.plugin.runs(); n != 1 {
+	if n := h.plugin.Runs(); n != 1 {
 		t.Errorf("plugin ran %d times, want 1 (the honest run only)", n)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {

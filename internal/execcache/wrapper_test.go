@@ -3,16 +3,9 @@ package execcache
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +16,7 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
 var (
@@ -56,8 +50,8 @@ func TestRunServesAndRefreshes(t *testing.T) {
 	}
 	for _, s := range steps {
 		out, err := h.call(s.client, info)
-		if err != nil || out != s.want || h.plugin.runs() != s.runs {
-			t.Errorf("%s: %q, %v after %d runs\nwant %q after %d", s.name, out, err, h.plugin.runs(), s.want, s.runs)
+		if err != nil || out != s.want || h.plugin.Runs() != s.runs {
+			t.Errorf("%s: %q, %v after %d runs\nwant %q after %d", s.name, out, err, h.plugin.Runs(), s.want, s.runs)
 		}
 	}
 	if h.stderr.Len() != 0 {
@@ -78,8 +72,8 @@ func TestRunV1alpha1Response(t *testing.T) {
 		runs   int
 	}{{kubectlA, plain, 1}, {kubectlB, plain, 1}, {kubectlC, rejected, 2}, {kubectlB, plain, 2}} {
 		out, err := h.call(s.client, s.info)
-		if want := answer(execcred.V1alpha1, "none", s.runs, ""); err != nil || out != want || h.plugin.runs() != s.runs {
-			t.Errorf("call %d: %q, %v after %d runs, want %q", i, out, err, h.plugin.runs(), want)
+		if want := answer(execcred.V1alpha1, "none", s.runs, ""); err != nil || out != want || h.plugin.Runs() != s.runs {
+			t.Errorf("call %d: %q, %v after %d runs, want %q", i, out, err, h.plugin.Runs(), want)
 		}
 	}
 }
@@ -111,7 +105,7 @@ func TestRunExpiryAndSkew(t *testing.T) {
 			expiry := ""
 			if tt.expiry != 0 {
 				expiry = start.Add(tt.expiry).Format(time.RFC3339)
-				h.plugin.set("expiry", expiry)
+				h.plugin.Stdout(answerTemplate(expiry))
 			}
 			info := execInfoEnv(t, execcred.V1beta1, nil, nil)
 			if _, err := h.call(kubectlA, info); err != nil {
@@ -121,20 +115,20 @@ func TestRunExpiryAndSkew(t *testing.T) {
 				if files := h.entryFiles(); len(files) != 0 {
 					t.Errorf("stored %v", files)
 				}
-				if _, err := h.call(kubectlB, info); err != nil || h.plugin.runs() != 2 {
-					t.Errorf("second call: %v after %d runs, want 2", err, h.plugin.runs())
+				if _, err := h.call(kubectlB, info); err != nil || h.plugin.Runs() != 2 {
+					t.Errorf("second call: %v after %d runs, want 2", err, h.plugin.Runs())
 				}
 				return
 			}
 			h.now = start.Add(tt.servedFor)
 			out, err := h.call(kubectlB, info)
-			if want := answer(execcred.V1beta1, "none", 1, expiry); err != nil || out != want || h.plugin.runs() != 1 {
-				t.Errorf("at +%v: %q, %v after %d runs, want the cached answer", tt.servedFor, out, err, h.plugin.runs())
+			if want := answer(execcred.V1beta1, "none", 1, expiry); err != nil || out != want || h.plugin.Runs() != 1 {
+				t.Errorf("at +%v: %q, %v after %d runs, want the cached answer", tt.servedFor, out, err, h.plugin.Runs())
 			}
 			h.now = start.Add(tt.servedFor + time.Second)
 			out, err = h.call(kubectlC, info)
-			if want := answer(execcred.V1beta1, "none", 2, expiry); err != nil || out != want || h.plugin.runs() != 2 {
-				t.Errorf("at +%v: %q, %v after %d runs, want a new run", tt.servedFor+time.Second, out, err, h.plugin.runs())
+			if want := answer(execcred.V1beta1, "none", 2, expiry); err != nil || out != want || h.plugin.Runs() != 2 {
+				t.Errorf("at +%v: %q, %v after %d runs, want a new run", tt.servedFor+time.Second, out, err, h.plugin.Runs())
 			}
 		})
 	}
@@ -158,8 +152,8 @@ func TestRunKeepsClustersApart(t *testing.T) {
 	}
 	for i, c := range calls {
 		out, err := h.call(Client{}, c.info)
-		if err != nil || out != c.want || h.plugin.runs() != c.runs {
-			t.Errorf("call %d: %q, %v after %d runs, want %q", i, out, err, h.plugin.runs(), c.want)
+		if err != nil || out != c.want || h.plugin.Runs() != c.runs {
+			t.Errorf("call %d: %q, %v after %d runs, want %q", i, out, err, h.plugin.Runs(), c.want)
 		}
 	}
 	if n := len(h.entryFiles()); n != 2 {
@@ -179,8 +173,8 @@ func TestRunKeepsClustersApart(t *testing.T) {
 	} {
 		h.env = c.env
 		h.opts.Args = append([]string{"-test.run=^$"}, c.args...)
-		if _, err := h.call(Client{}, prod); err != nil || h.plugin.runs() != c.runs {
-			t.Errorf("env %v args %v: %v after %d runs, want %d", c.env, c.args, err, h.plugin.runs(), c.runs)
+		if _, err := h.call(Client{}, prod); err != nil || h.plugin.Runs() != c.runs {
+			t.Errorf("env %v args %v: %v after %d runs, want %d", c.env, c.args, err, h.plugin.Runs(), c.runs)
 		}
 	}
 }
@@ -194,9 +188,7 @@ func TestRunFailures(t *testing.T) {
 	if _, err := h.call(kubectlA, info); err != nil {
 		t.Fatal(err)
 	}
-	h.plugin.set("exit", "3")
-	h.plugin.set("stdout", `{"kind":"Status","message":"login required"}`)
-	h.plugin.set("stderr", "error: login required\n")
+	h.plugin.Exit(3).Stdout(`{"kind":"Status","message":"login required"}`).Stderr("error: login required\n")
 	out, err := h.call(kubectlA, info) // a refresh, which fails
 	var exitErr *execplugin.ExitError
 	if !errors.As(err, &exitErr) || exitErr.Code != 3 || out != `{"kind":"Status","message":"login required"}` || h.stderr.String() != "error: login required\n" {
@@ -206,11 +198,10 @@ func TestRunFailures(t *testing.T) {
 		t.Errorf("entries %v after a failed refresh, want the rejected one gone", files)
 	}
 	// Exit 0 with an answer that is not a valid credential: printed unchanged, not stored.
-	h.plugin.set("exit", "")
-	h.plugin.set("stderr", "")
+	h.plugin.Exit(0).Stderr("")
 	h.stderr.Reset()
 	for _, bad := range []string{"not json", `{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}}`, `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}}`} {
-		h.plugin.set("stdout", bad)
+		h.plugin.Stdout(bad)
 		out, err := h.call(kubectlB, info)
 		if err != nil || out != bad || len(h.entryFiles()) != 0 {
 			t.Errorf("invalid answer %q: printed %q, %v, %d entries", bad, out, err, len(h.entryFiles()))
@@ -237,8 +228,8 @@ func TestRunBadInput(t *testing.T) {
 	if err == nil || err.Error() != `exec-cache: plugin "`+h.opts.Command+`" not found: `+h.opts.Command+` does not exist` {
 		t.Errorf("missing plugin: %v", err)
 	}
-	if h.plugin.runs() != 0 || len(h.entryFiles()) != 0 {
-		t.Errorf("%d runs, %d entries after bad input", h.plugin.runs(), len(h.entryFiles()))
+	if h.plugin.Runs() != 0 || len(h.entryFiles()) != 0 {
+		t.Errorf("%d runs, %d entries after bad input", h.plugin.Runs(), len(h.entryFiles()))
 	}
 }
 
@@ -352,10 +343,9 @@ func wrapperProcess(env []string, sameParent bool) (string, error) {
 // its own, make one run of a slow plugin and print the same answer.
 func TestRunConcurrentProcesses(t *testing.T) {
 	t.Parallel()
-	p := newFakePlugin(t)
-	p.set("sleep", "300ms")
+	p := fakePlugin(t).Sleep(300 * time.Millisecond)
 	cache := filepath.Join(t.TempDir(), "cache")
-	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, noRaceExitSleep, execInfoEnv(t, execcred.V1, nil, nil))
+	env := append(append(os.Environ(), p.Env()...), wrapperEnv+"="+cache, execInfoEnv(t, execcred.V1, nil, nil))
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -373,8 +363,8 @@ func TestRunConcurrentProcesses(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if p.runs() != 1 || len(outs) != 1 || outs[answer(execcred.V1, "none", 1, "")] != 20 {
-		t.Errorf("20 concurrent wrappers: %d plugin runs, answers %v", p.runs(), outs)
+	if p.Runs() != 1 || len(outs) != 1 || outs[answer(execcred.V1, "none", 1, "")] != 20 {
+		t.Errorf("20 concurrent wrappers: %d plugin runs, answers %v", p.Runs(), outs)
 	}
 }
 
@@ -382,16 +372,16 @@ func TestRunConcurrentProcesses(t *testing.T) {
 // twice by the same process, the second call is a refresh; a sibling client is served.
 func TestRunSameParentRefreshes(t *testing.T) {
 	t.Parallel()
-	p := newFakePlugin(t)
+	p := fakePlugin(t)
 	cache := filepath.Join(t.TempDir(), "cache")
-	env := append(os.Environ(), wrapperEnv+"="+cache, pluginEnv+"="+p.dir, noRaceExitSleep, execInfoEnv(t, execcred.V1, nil, nil))
+	env := append(append(os.Environ(), p.Env()...), wrapperEnv+"="+cache, execInfoEnv(t, execcred.V1, nil, nil))
 	for i, c := range []struct {
 		sameParent bool
 		runs       int
 	}{{true, 1}, {false, 1}, {true, 2}, {false, 2}} {
 		out, err := wrapperProcess(env, c.sameParent)
-		if want := answer(execcred.V1, "none", c.runs, ""); err != nil || out != want || p.runs() != c.runs {
-			t.Errorf("call %d (from the test process: %v): %q, %v after %d runs, want %q", i, c.sameParent, out, err, p.runs(), want)
+		if want := answer(execcred.V1, "none", c.runs, ""); err != nil || out != want || p.Runs() != c.runs {
+			t.Errorf("call %d (from the test process: %v): %q, %v after %d runs, want %q", i, c.sameParent, out, err, p.Runs(), want)
 		}
 	}
 }
@@ -400,14 +390,14 @@ func TestRunSameParentRefreshes(t *testing.T) {
 func TestRunConcurrentGoroutines(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.plugin.set("sleep", "100ms")
+	h.plugin.Sleep(100 * time.Millisecond)
 	info := execInfoEnv(t, execcred.V1, nil, nil)
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Go(func() {
 			var out bytes.Buffer
 			o := h.opts
-			o.Environ = []string{pluginEnv + "=" + h.plugin.dir, noRaceExitSleep, info}
+			o.Environ = append(h.plugin.Env(), info)
 			o.Stdout, o.Stderr, o.Client = &out, &bytes.Buffer{}, Client{PID: 2000 + i}
 			if err := Run(context.Background(), o); err != nil || out.String() != answer(execcred.V1, "none", 1, "") {
 				t.Errorf("goroutine %d: %q, %v", i, out.String(), err)
@@ -415,15 +405,15 @@ func TestRunConcurrentGoroutines(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if h.plugin.runs() != 1 {
-		t.Errorf("%d runs, want 1", h.plugin.runs())
+	if h.plugin.Runs() != 1 {
+		t.Errorf("%d runs, want 1", h.plugin.Runs())
 	}
 }
 
 func TestListAndClear(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.plugin.set("expiry", h.now.Add(time.Hour).Format(time.RFC3339))
+	h.plugin.Stdout(answerTemplate(h.now.Add(time.Hour).Format(time.RFC3339)))
 	for _, server := range []string{"https://a:6443", "https://b:6443"} {
 		if _, err := h.call(kubectlA, execInfoEnv(t, execcred.V1, &execcred.Cluster{Server: server, Config: []byte("null")}, nil)); err != nil {
 			t.Fatal(err)
@@ -436,7 +426,7 @@ func TestListAndClear(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.cache, "0123456789abcdef0123456789abcdef.json"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	listed, err := List(h.cache, h.now)
+	listed, err := List(h.cache, h.now, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +469,11 @@ func TestListAndClear(t *testing.T) {
 func TestRunDoesNotStoreProxyAnswers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	certPEM, keyPEM := selfSignedPEM(t)
+	client, err := testpki.NewTestCA(t, "execcache-test-ca").IssueClient("proxy-client", "proxy-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM := client.CertPEM, client.KeyPEM
 	answer, err := json.Marshal(map[string]any{
 		"apiVersion": execcred.V1, "kind": "ExecCredential",
 		"status": map[string]any{
@@ -490,32 +484,13 @@ func TestRunDoesNotStoreProxyAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.plugin.set("stdout", string(answer))
+	h.plugin.Stdout(string(answer))
 	for i := 1; i <= 2; i++ {
 		out, err := h.call(Client{}, execInfoEnv(t, execcred.V1, nil, nil))
-		if err != nil || out != string(answer) || h.plugin.runs() != i || len(h.entryFiles()) != 0 {
-			t.Errorf("call %d: %q, %v after %d runs, %d entries", i, out, err, h.plugin.runs(), len(h.entryFiles()))
+		if err != nil || out != string(answer) || h.plugin.Runs() != i || len(h.entryFiles()) != 0 {
+			t.Errorf("call %d: %q, %v after %d runs, %d entries", i, out, err, h.plugin.Runs(), len(h.entryFiles()))
 		}
 	}
-}
-
-func selfSignedPEM(t *testing.T) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxy-client"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
 // TestRunSweepsUnservableEntries: a miss removes the entries of other keys that can no

@@ -159,11 +159,11 @@ func TestExecCredentialRefreshAfter401(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := execcred.NewForRESTConfig(cfg, execcred.Options{})
+	src, err := execcred.NewForRESTConfig(cfg, execcred.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := execcred.HTTPTransport(cfg, auth, true)
+	rt, err := execcred.HTTPTransport(cfg, src, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,11 +266,11 @@ func TestClientGoAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := execcred.NewForRESTConfig(loaded, execcred.Options{})
+	src, err := execcred.NewForRESTConfig(loaded, execcred.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := execcred.ConfigFor(loaded, auth, true)
+	cfg := execcred.ConfigFor(loaded, src, true)
 	if cfg.ExecProvider != nil {
 		t.Fatal("ConfigFor left client-go's exec provider in place")
 	}

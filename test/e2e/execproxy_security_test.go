@@ -110,11 +110,7 @@ func TestSecurityExecProxyImpersonation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plugin, err := execcred.FromRESTConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		session, err := execproxy.Connect(ctx, cfg, *plugin, execcred.Options{})
+		session, err := execproxy.Connect(ctx, cfg, execproxy.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,11 +162,7 @@ func whoAmI(kubeconfig, contextName string) error {
 	if err != nil {
 		return err
 	}
-	plugin, err := execcred.FromRESTConfig(cfg)
-	if err != nil {
-		return err
-	}
-	session, err := execproxy.Connect(ctx, cfg, *plugin, execcred.Options{})
+	session, err := execproxy.Connect(ctx, cfg, execproxy.Options{})
 	if err != nil {
 		return err
 	}

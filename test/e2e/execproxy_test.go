@@ -149,11 +149,7 @@ func clientGoThroughProxy(t *testing.T, kubeconfig string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plugin, err := execcred.FromRESTConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	session, err := execproxy.Connect(ctx, cfg, *plugin, execcred.Options{})
+	session, err := execproxy.Connect(ctx, cfg, execproxy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

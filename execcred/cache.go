@@ -1,0 +1,68 @@
+package execcred
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kplug/kplug/internal/flight"
+)
+
+// Cache is the decorator that keeps its Source's credential, as client-go's exec
+// authenticator keeps a plugin's: until strictly after its expiry (a credential without
+// one, for the life of the Cache), and until a caller asks to replace it (a Rejection), once
+// per credential generation: callers that ask to replace a credential already replaced get
+// the current one. A failed refresh keeps the old credential.
+//
+// Any number of concurrent callers cause one call to Source, under the cancellation policy
+// every kplug cache shares: that call belongs to no caller (it gets the first caller's
+// context values but not its cancellation or deadline, so a plugin is bounded by its own
+// timeout, Host.Timeout); each caller waits until the call ends or its own context ends,
+// and in the second case gets its context's error, which is neither cached nor seen by
+// the others.
+//
+// Source must be set. A Cache is safe for concurrent use and must not be copied after
+// first use.
+type Cache struct {
+	Source Source
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu    sync.Mutex
+	cred  *Credential
+	group flight.Group[*Credential]
+}
+
+// Credential returns the cached credential, or calls Source for a new one.
+func (c *Cache) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
+	c.mu.Lock()
+	cur := c.cred
+	c.mu.Unlock()
+	if cur != nil && (rejected == nil || rejected.Credential != cur) {
+		if cur.Expiry.IsZero() || !cur.ExpiredAt(c.now()) {
+			return cur, nil
+		}
+	}
+	cred, err := c.group.Do(ctx, "", func(ctx context.Context) (*Credential, error) {
+		cred, err := c.Source.Credential(ctx, rejected)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.cred = cred
+		c.mu.Unlock()
+		return cred, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("execcred: waiting for the credential plugin: %w", ctx.Err())
+	}
+	return cred, err
+}
+
+func (c *Cache) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}

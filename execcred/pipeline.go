@@ -1,0 +1,65 @@
+package execcred
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/kplug/kplug/execplugin"
+)
+
+// Options choose what New puts in the standard pipeline beyond client-go's behaviour. The
+// zero value behaves like client-go, with refresh-ahead on.
+type Options struct {
+	// Host runs the plugin (Plugin).
+	Host Host
+	// RefreshBefore is RefreshAhead's Before; zero means DefaultRefreshBefore, negative
+	// leaves RefreshAhead out.
+	RefreshBefore time.Duration
+	// Backoff and MaxBackoff are Backoff's Initial and Max; a zero Backoff leaves it out
+	// (client-go runs a failing plugin on every request).
+	Backoff, MaxBackoff time.Duration
+	// Metrics, if set, records client-go's exec plugin metrics.
+	Metrics *Metrics
+	// Logger receives refresh failures that are not returned to a caller; nil discards.
+	Logger *slog.Logger
+	// Now is the clock of every piece; nil means time.Now.
+	Now func() time.Time
+}
+
+// New validates cfg and composes the standard pipeline, from the plugin outward:
+//
+//	Plugin                       runs the plugin (Host: runner, terminal, timeout)
+//	Metrics.ObserveCredentials   if Metrics: certificate TTL and rotation, exec proxies
+//	Backoff                      if Backoff > 0: no run until the backoff after a failure
+//	Cache                        one run for concurrent callers; kept until expiry or a 401
+//	RefreshAhead                 unless RefreshBefore < 0: replaced in the background
+//
+// Metrics.ObserveCall is set on a copy of Host.Runner to count runs. Put the result in a
+// Transport (HTTPTransport, ConfigFor); its Credential method is what Transport calls.
+func New(cfg Config, o Options) (Source, error) {
+	host := o.Host
+	if o.Metrics != nil {
+		runner := execplugin.Runner{}
+		if host.Runner != nil {
+			runner = *host.Runner
+		}
+		runner.Observe = o.Metrics.ObserveCall
+		host.Runner = &runner
+	}
+	plugin, err := NewPlugin(cfg, host)
+	if err != nil {
+		return nil, err
+	}
+	var src Source = plugin
+	if o.Metrics != nil {
+		src = o.Metrics.ObserveCredentials(src)
+	}
+	if o.Backoff > 0 {
+		src = &Backoff{Source: src, Initial: o.Backoff, Max: o.MaxBackoff, Now: o.Now}
+	}
+	src = &Cache{Source: src, Now: o.Now}
+	if o.RefreshBefore >= 0 {
+		src = &RefreshAhead{Source: src, Before: o.RefreshBefore, Logger: o.Logger, Now: o.Now}
+	}
+	return src, nil
+}
