@@ -28,17 +28,18 @@ type Options struct {
 }
 
 // Session is a client's connection to the API server of one *rest.Config, through
-// whatever its exec plugin answered. Config and Transport give one decision, for every
-// case:
+// whatever its exec plugin answered. Config and Transport authenticate the same way, for
+// every case:
 //
 //   - no exec plugin, or static credentials that take precedence over it (a token, basic
 //     auth, a client certificate, as in client-go): the config as it is;
 //   - a plugin that answered with a bearer token: kplug's pipeline (execcred.New with
 //     Options.Credentials) adds it to every request and refreshes it, after a 401 too;
-//   - a plugin that answered with a client certificate: client-go's own exec provider, the
-//     only one that can present a certificate, and replace it when it rotates, on all of
-//     client-go's dial paths (REST, SPDY, WebSocket); client-go runs the plugin once more
-//     itself, as for any client, without spec.lockFilePath;
+//   - a plugin that answered with a client certificate: for Config, client-go's own exec
+//     provider, the only one that can present a certificate, and replace it when it
+//     rotates, on all of client-go's dial paths (REST, SPDY, WebSocket), so client-go runs
+//     the plugin once more itself, as for any client, without spec.lockFilePath; for
+//     Transport, kplug's, which presents the certificate this session already has;
 //   - a plugin that answered with an exec proxy: everything goes through the proxy (see
 //     ConfigFor), with a bridge that starts the proxy again if it dies.
 //
@@ -135,10 +136,17 @@ func (s *Session) Config() (*rest.Config, error) {
 	return execcred.ConfigFor(s.cfg, s.src, true), nil
 }
 
-// Transport returns a round tripper for plain HTTP requests to the API server: the
-// transport client-go builds from Config, so that both always agree. It retries a
-// request once after a 401 that made the plugin's token refresh.
+// Transport returns a round tripper for plain HTTP requests to the API server, which
+// authenticates as Config does. For a plugin that answered with a client certificate it
+// is kplug's own transport (execcred.HTTPTransport), which presents the certificate the
+// session already has, and a rotated one later, at each TLS handshake, so that a
+// one-shot request does not make client-go run the plugin a second time (a second login
+// for an interactive plugin); otherwise it is the transport client-go builds from Config.
+// It retries a request once after a 401 that made the plugin's token refresh.
 func (s *Session) Transport() (http.RoundTripper, error) {
+	if s.src != nil && s.bridge == nil && s.cred.Certificate != nil {
+		return execcred.HTTPTransport(s.cfg, s.src, true)
+	}
 	c, err := s.Config()
 	if err != nil {
 		return nil, err

@@ -159,6 +159,31 @@ func TestSessionEveryCredential(t *testing.T) {
 	}
 }
 
+// TestSessionTransportRunsACertificatePluginOnce: a one-shot request (kplug request)
+// through Transport presents the certificate the session already has; client-go is not
+// made to run the plugin, or a login, a second time.
+func TestSessionTransportRunsACertificatePluginOnce(t *testing.T) {
+	t.Parallel()
+	srv := newWhoServer(t, "tok")
+	client, err := srv.ca.IssueClient("alice", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := exectest.New(t).Stdout(fmt.Sprintf(`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":%q,"clientKeyData":%q}}`, client.CertPEM, client.KeyPEM))
+	s, err := execproxy.Connect(context.Background(), srv.config(execConfig(p)), execproxy.Options{RuntimeDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rt, err := s.Transport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := whoVia(t, rt, srv.URL+"/who"), `200 cn="alice" auth=""`; got != want || p.Runs() != 1 {
+		t.Errorf("Transport: %s after %d runs; want %s after 1", got, p.Runs(), want)
+	}
+}
+
 // TestSessionTokenRefreshedAfter401: with a token, the session's requests carry kplug's
 // pipeline: a 401 refreshes the token and the request is sent again.
 func TestSessionTokenRefreshedAfter401(t *testing.T) {
