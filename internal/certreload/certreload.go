@@ -177,6 +177,12 @@ func (c *Certificate) Rotation() (uint64, time.Time) {
 	return c.gen, c.rotated
 }
 
+// Get returns the current certificate, for options that take a getter.
+func (c *Certificate) Get() (*tls.Certificate, error) {
+	cert, _ := c.Current()
+	return cert, nil
+}
+
 // GetCertificate is a tls.Config.GetCertificate.
 func (c *Certificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cert, _ := c.Current()
@@ -190,15 +196,15 @@ func (c *Certificate) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Ce
 }
 
 // Watch reads the source every interval until ctx ends, and sends on the returned channel
-// after each rotation (to close pooled connections that keep the old identity). The
+// after each rotation that follows the call (to close pooled connections that keep the old identity). The
 // channel is closed when ctx ends.
 func (c *Certificate) Watch(ctx context.Context, interval time.Duration) <-chan struct{} {
 	ch := make(chan struct{}, 1)
+	_, last := c.Current() // a rotation from now on is signalled
 	go func() {
 		defer close(ch)
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		_, last := c.Current()
 		for {
 			select {
 			case <-ctx.Done():

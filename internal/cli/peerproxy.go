@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kplug/kplug/internal/certreload"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/sidecar"
 )
@@ -129,17 +130,17 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 	if (o.peerCert == "") != (o.peerKey == "") {
 		errs = append(errs, errors.New("--peer-tls-cert-file and --peer-tls-private-key-file go together"))
 	}
-	serving, err := sidecar.LoadCertificateFiles(o.tlsCert, o.tlsKey)
+	serving, err := certificateFiles(o.tlsCert, o.tlsKey, log)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err))
 	}
-	var peerServing *sidecar.CertificateFiles
+	var peerServing *certreload.Certificate
 	if o.peerCert != "" && o.peerKey != "" {
-		if peerServing, err = sidecar.LoadCertificateFiles(o.peerCert, o.peerKey); err != nil {
+		if peerServing, err = certificateFiles(o.peerCert, o.peerKey, log); err != nil {
 			errs = append(errs, fmt.Errorf("--peer-tls-cert-file/--peer-tls-private-key-file: %w", err))
 		}
 	}
-	proxyCert, err := sidecar.LoadCertificateFiles(o.proxyCert, o.proxyKey)
+	proxyCert, err := certificateFiles(o.proxyCert, o.proxyKey, log)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err))
 	}
@@ -207,10 +208,19 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 	}, nil
 }
 
+// certificateFiles is a certificate and key in files, read again when the certificate
+// file changes (checked at most once a second: the serving certificate is asked for at
+// every connection), so that rotated certificates are used without a restart.
+func certificateFiles(certFile, keyFile string, log *slog.Logger) (*certreload.Certificate, error) {
+	src := certreload.Files(certFile, keyFile)
+	src.MinInterval, src.Logger = time.Second, log
+	return certreload.New(src)
+}
+
 // checkPeerCertificate refuses a setup whose peers would refuse this sidecar, naming the
 // flags to change: the certificate it presents to peers must verify with the peer CA for
 // the peer server name.
-func checkPeerCertificate(o *peerproxyOptions, serving, peer *sidecar.CertificateFiles, roots *x509.CertPool) error {
+func checkPeerCertificate(o *peerproxyOptions, serving, peer *certreload.Certificate, roots *x509.CertPool) error {
 	flag, files := "--tls-cert-file", serving
 	if peer != nil {
 		flag, files = "--peer-tls-cert-file", peer

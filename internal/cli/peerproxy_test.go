@@ -47,7 +47,7 @@ func TestPeerproxyInvalidConfigurationExitsTwo(t *testing.T) {
 			}
 			if tt.name == "unreadable files" {
 				for _, want := range []string{
-					"--tls-cert-file/--tls-private-key-file: loading certificate " + filepath.Join(dir, "missing.crt") + " and key k: open " + filepath.Join(dir, "missing.crt") + ": no such file or directory",
+					"--tls-cert-file/--tls-private-key-file: open " + filepath.Join(dir, "missing.crt") + ": no such file or directory",
 					"--peer-ca-file " + notPEM + ": no PEM certificate in it",
 					"--requestheader-client-ca-file " + notPEM + ": no PEM certificate in it",
 					`--advertise-address is required when --listen-address ":6444" names no host`,
