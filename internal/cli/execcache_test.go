@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/exectest"
 )
 
 func TestExecCacheUsageErrors(t *testing.T) {
@@ -48,8 +49,8 @@ func TestExecCacheCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(execcred.InfoEnv, string(info))
-	t.Setenv(execPluginEnv, "1")
-	t.Setenv("FAKE_CREDENTIAL", tokenCredential)
+	plugin := exectest.New(t).Stdout(tokenCredential)
+	t.Setenv(exectest.Env, plugin.Dir)
 	wrap := []string{"exec-cache", "--cache-dir", dir, "--", os.Args[0], "--some-plugin-flag"}
 
 	code, out, errOut := run(t, wrap...)
@@ -79,9 +80,7 @@ $`)
 	}
 
 	// A failing plugin: its stdout, stderr and exit code, as they were; nothing stored.
-	t.Setenv("FAKE_EXIT", "4")
-	t.Setenv("FAKE_STDERR", "plugin: login required\n")
-	t.Setenv("FAKE_CREDENTIAL", `{"kind":"Status"}`)
+	plugin.Exit(4).Stderr("plugin: login required\n").Stdout(`{"kind":"Status"}`)
 	code, out, errOut = run(t, wrap...)
 	if code != 4 || out != `{"kind":"Status"}` || errOut != "plugin: login required\n" {
 		t.Errorf("failing plugin: code %d, stdout %q, stderr %q", code, out, errOut)

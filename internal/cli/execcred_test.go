@@ -10,14 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
-)
 
-// execPluginEnv makes the test binary a fake exec plugin that prints $FAKE_CREDENTIAL, and
-// $FAKE_STDERR to stderr, and exits with $FAKE_EXIT.
-const execPluginEnv = "KPLUG_CLI_FAKE_PLUGIN"
+	"github.com/kplug/kplug/internal/exectest"
+)
 
 // kplugEnv makes the test binary kplug itself, so that a kubeconfig's exec block can run
 // `kplug proxy-plugin`, and the daemon that starts is kplug too.
@@ -27,12 +24,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(kplugEnv) != "" {
 		os.Exit(Run(context.Background(), os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 	}
-	if os.Getenv(execPluginEnv) != "" {
-		fmt.Print(os.Getenv("FAKE_CREDENTIAL"))
-		fmt.Fprint(os.Stderr, os.Getenv("FAKE_STDERR"))
-		code, _ := strconv.Atoi(os.Getenv("FAKE_EXIT"))
-		os.Exit(code)
-	}
+	exectest.Main(nil) // exec plugins and image credential providers
 	os.Exit(m.Run())
 }
 
@@ -58,6 +50,7 @@ func apiServer(t *testing.T) *httptest.Server {
 
 func writeKubeconfig(t *testing.T, srv *httptest.Server, credential string) string {
 	t.Helper()
+	plugin := exectest.New(t).Stdout(credential)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
@@ -76,8 +69,7 @@ users:
       command: %q
       interactiveMode: Never
       env:
-      - {name: %s, value: "1"}
-      - {name: FAKE_CREDENTIAL, value: %q}
+      - {name: %s, value: %q}
 - name: static
   user: {token: static}
 contexts:
@@ -86,7 +78,7 @@ contexts:
 - name: static
   context: {cluster: c, user: static}
 current-context: exec
-`, srv.URL, caFile, os.Args[0], execPluginEnv, credential)
+`, srv.URL, caFile, plugin.Path(), exectest.Env, plugin.Dir)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)

@@ -14,10 +14,6 @@ import (
 	"github.com/kplug/kplug/internal/exectest"
 )
 
-// init rather than TestMain, which another file of the package owns: provider plugins
-// are exectest fakes, the test binary re-executed.
-func init() { exectest.Main(nil) }
-
 type icFixture struct {
 	t      *testing.T
 	dir    string
