@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kplug/kplug/internal/certreload"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/sidecar"
 )
@@ -130,17 +129,17 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 	if (o.peerCert == "") != (o.peerKey == "") {
 		errs = append(errs, errors.New("--peer-tls-cert-file and --peer-tls-private-key-file go together"))
 	}
-	serving, err := certificateFiles(o.tlsCert, o.tlsKey, log)
+	serving, err := sidecar.CertificateFiles(o.tlsCert, o.tlsKey, log)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err))
 	}
-	var peerServing *certreload.Certificate
+	var peerServing func() (*tls.Certificate, error)
 	if o.peerCert != "" && o.peerKey != "" {
-		if peerServing, err = certificateFiles(o.peerCert, o.peerKey, log); err != nil {
+		if peerServing, err = sidecar.CertificateFiles(o.peerCert, o.peerKey, log); err != nil {
 			errs = append(errs, fmt.Errorf("--peer-tls-cert-file/--peer-tls-private-key-file: %w", err))
 		}
 	}
-	proxyCert, err := certificateFiles(o.proxyCert, o.proxyKey, log)
+	proxyCert, err := sidecar.CertificateFiles(o.proxyCert, o.proxyKey, log)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err))
 	}
@@ -192,15 +191,11 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 			return sidecar.Options{}, err
 		}
 	}
-	var getPeer func() (*tls.Certificate, error)
-	if peerServing != nil {
-		getPeer = peerServing.Get
-	}
 	return sidecar.Options{
 		ID: id, ListenAddress: o.listen, Address: o.advertise, Namespace: o.namespace,
-		GetServingCertificate: serving.Get, GetPeerCertificate: getPeer,
+		GetServingCertificate: serving, GetPeerCertificate: peerServing,
 		LocalURL: strings.TrimSuffix(restCfg.Host, "/"), LocalRootCAs: localRoots, LocalClient: localClient, Client: client,
-		GetProxyClientCertificate: proxyCert.Get, PeerRootCAs: peerCAs, PeerServerName: o.peerServerName,
+		GetProxyClientCertificate: proxyCert, PeerRootCAs: peerCAs, PeerServerName: o.peerServerName,
 		Identifier:    &mvproxy.CertIdentifier{ClientCAs: clientCAs, RequestHeaderCAs: rhCAs, AllowedNames: o.allowedNames},
 		LeaseDuration: o.leaseDuration, LocalRefresh: o.localRefresh, PeerRefresh: o.peerRefresh, PeerTimeout: o.peerTimeout,
 		ShutdownTimeout: o.shutdownMax,
@@ -208,24 +203,15 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 	}, nil
 }
 
-// certificateFiles is a certificate and key in files, read again when the certificate
-// file changes (checked at most once a second: the serving certificate is asked for at
-// every connection), so that rotated certificates are used without a restart.
-func certificateFiles(certFile, keyFile string, log *slog.Logger) (*certreload.Certificate, error) {
-	src := certreload.Files(certFile, keyFile)
-	src.MinInterval, src.Logger = time.Second, log
-	return certreload.New(src)
-}
-
 // checkPeerCertificate refuses a setup whose peers would refuse this sidecar, naming the
 // flags to change: the certificate it presents to peers must verify with the peer CA for
 // the peer server name.
-func checkPeerCertificate(o *peerproxyOptions, serving, peer *certreload.Certificate, roots *x509.CertPool) error {
+func checkPeerCertificate(o *peerproxyOptions, serving, peer func() (*tls.Certificate, error), roots *x509.CertPool) error {
 	flag, files := "--tls-cert-file", serving
 	if peer != nil {
 		flag, files = "--peer-tls-cert-file", peer
 	}
-	cert, err := files.Get()
+	cert, err := files()
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}

@@ -7,7 +7,7 @@
 // front of a reverse proxy to the local apiserver, and Serve runs it: a TLS listener with
 // kube-apiserver's server limits, where clients get the serving certificate and peers
 // (who ask for the peer server name) the peer certificate, both read again when their
-// files change; and three loops that keep the handler's
+// files change (CertificateFiles); and three loops that keep the handler's
 // mvproxy.Directory true. LocalCache reads the local apiserver's own discovery
 // periodically, and on demand when a request names a resource nobody is known to serve.
 // LeaseKeeper advertises this sidecar's address in an identity Lease, and deletes the

@@ -38,7 +38,7 @@ type Options struct {
 
 	// GetServingCertificate returns the certificate presented to clients, who verify it
 	// as they verify the apiserver; it is asked at every new connection, so rotated
-	// certificates are served (kplug peerproxy passes one that follows its files).
+	// certificates are served (see CertificateFiles).
 	GetServingCertificate func() (*tls.Certificate, error)
 	// GetPeerCertificate, if set, returns the certificate presented to connections that
 	// ask for PeerServerName (TLS SNI), as peers do: one from the peer CA. Without it,
