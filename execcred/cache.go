@@ -36,15 +36,15 @@ type Cache struct {
 
 // Credential returns the cached credential, or calls Source for a new one.
 func (c *Cache) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
-	c.mu.Lock()
-	cur := c.cred
-	c.mu.Unlock()
-	if cur != nil && (rejected == nil || rejected.Credential != cur) {
-		if cur.Expiry.IsZero() || !cur.ExpiredAt(c.now()) {
-			return cur, nil
-		}
+	if cur, ok := c.current(rejected); ok {
+		return cur, nil
 	}
 	cred, err := c.group.Do(ctx, "", func(ctx context.Context) (*Credential, error) {
+		// A caller that found no credential may reach the flight only after the run that
+		// fetched one has ended: look again, or it would run the plugin a second time.
+		if cur, ok := c.current(rejected); ok {
+			return cur, nil
+		}
 		cred, err := c.Source.Credential(ctx, rejected)
 		if err != nil {
 			return nil, err
@@ -58,6 +58,18 @@ func (c *Cache) Credential(ctx context.Context, rejected *Rejection) (*Credentia
 		return nil, fmt.Errorf("execcred: waiting for the credential plugin: %w", ctx.Err())
 	}
 	return cred, err
+}
+
+// current returns the cached credential if it may be served: there is one, the caller
+// does not reject it, and it has not expired.
+func (c *Cache) current(rejected *Rejection) (*Credential, bool) {
+	c.mu.Lock()
+	cur := c.cred
+	c.mu.Unlock()
+	if cur == nil || rejected != nil && rejected.Credential == cur {
+		return nil, false
+	}
+	return cur, cur.Expiry.IsZero() || !cur.ExpiredAt(c.now())
 }
 
 func (c *Cache) now() time.Time {

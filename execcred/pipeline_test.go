@@ -371,3 +371,30 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestCacheCallsItsSourceOncePerGeneration: a caller that found the Cache empty but
+// reached the single-flight only after the first run had ended must take that run's
+// credential, not run the plugin again (the benchmark of 1000 cold requests saw 1.03
+// plugin runs each, before the Cache looked again inside the flight).
+func TestCacheCallsItsSourceOncePerGeneration(t *testing.T) {
+	t.Parallel()
+	for round := range 200 {
+		var calls atomic.Int32
+		c := &Cache{Source: SourceFunc(func(context.Context, *Rejection) (*Credential, error) {
+			calls.Add(1)
+			return &Credential{Token: "t"}, nil
+		})}
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Go(func() {
+				if _, err := c.Credential(context.Background(), nil); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("round %d: the source was called %d times for one generation", round, n)
+		}
+	}
+}

@@ -75,6 +75,11 @@ func (c *cachingProvider) Provide(ctx context.Context, req *Request) (*Response,
 		return nil, err
 	}
 	return c.flights.Do(ctx, key, func(ctx context.Context) (*Response, error) {
+		// A caller that missed the cache may reach the flight only after the run that
+		// filled it has ended: look again, or it would run the plugin a second time.
+		if resp, ok, err := c.cached(req.Image, scope); err != nil || ok {
+			return resp, err
+		}
 		resp, err := c.next.Provide(ctx, req)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,10 @@
 //   - Each caller waits until the run ends or its own context ends, whichever is first.
 //     In the second case it gets its context's error, which is its own: Do's callers tell
 //     it apart with ctx.Err() != nil and never record it as the run's result.
+//
+// A cache in front of a Group must look again inside fn: a caller that missed the cache
+// may reach Do only after the run that filled it has ended, and would otherwise start a
+// second run.
 package flight
 
 import (

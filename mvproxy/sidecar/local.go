@@ -86,14 +86,25 @@ type LocalCache struct {
 // in which case it returns that fetch's error. Concurrent callers share one fetch; each
 // waits for it as long as its own ctx allows.
 func (c *LocalCache) Refresh(ctx context.Context) error {
-	c.mu.Lock()
-	recent, lastErr := !c.last.IsZero() && time.Since(c.last) < c.MinInterval, c.lastErr
-	c.mu.Unlock()
-	if recent {
+	if recent, lastErr := c.recent(); recent {
 		return lastErr
 	}
-	_, err := c.flight.Do(ctx, "local", c.fetch)
+	_, err := c.flight.Do(ctx, "local", func(ctx context.Context) (struct{}, error) {
+		// A caller may reach the flight only after the fetch it would have shared has
+		// ended: look again, or it would fetch a second time.
+		if recent, lastErr := c.recent(); recent {
+			return struct{}{}, lastErr
+		}
+		return c.fetch(ctx)
+	})
 	return err
+}
+
+// recent reports whether the last fetch ended less than MinInterval ago, and its error.
+func (c *LocalCache) recent() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.last.IsZero() && time.Since(c.last) < c.MinInterval, c.lastErr
 }
 
 // fetch runs detached from the callers (see Refresh), bounded by Timeout.
