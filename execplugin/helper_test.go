@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,19 +16,28 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/kplug/kplug/internal/exectest"
 )
 
-// helperEnv switches the test binary into a fake plugin; its value names the behaviour.
-const helperEnv = "KPLUG_EXECPLUGIN_HELPER"
-
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(helper(mode, os.Args[1:]))
+	behaviours := map[string]func() int{}
+	for _, mode := range []string{"print", "env", "stdin", "pgrp", "exit", "signal", "hang", "grandchild", "answer-and-stay", "flood", "stderr"} {
+		behaviours[mode] = func() int { return helper(mode, os.Args[1:]) }
 	}
+	exectest.Main(behaviours)
 	goleak.VerifyTestMain(m)
 }
 
-// helper is a fake plugin. Every mode is a real process: the test binary re-executed.
+// fakePlugin returns a command that runs the fake plugin (internal/exectest) in mode,
+// which handles stdin itself.
+func fakePlugin(t *testing.T, mode string, args ...string) Command {
+	p := exectest.New(t).Behaviour(mode).NoStdin()
+	return Command{Path: p.Path(), Args: args, Env: p.Env()}
+}
+
+// helper is the runner's own plugin bodies, exectest behaviours: real processes that
+// misbehave in the ways the runner must handle.
 func helper(mode string, args []string) int {
 	switch mode {
 	case "print": // print the arguments, one per line
@@ -72,7 +82,12 @@ func helper(mode string, args []string) int {
 		return 0
 	case "grandchild": // args: pid file, then "exit" or "hang"; the grandchild keeps our stdout
 		gc := exec.Command(os.Args[0], args[0], "ignore-term")
-		gc.Env = append(os.Environ(), helperEnv+"=hang")
+		dir, err := hangingFake()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 9
+		}
+		gc.Env = append(os.Environ(), exectest.Env+"="+dir)
 		gc.Stdout = os.Stdout
 		if err := gc.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -115,6 +130,20 @@ func helper(mode string, args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 	return 99
+}
+
+// hangingFake makes, beside this fake's directory, one for a fake in mode hang.
+func hangingFake() (string, error) {
+	dir := filepath.Join(os.Getenv(exectest.Env), "grandchild")
+	if err := os.MkdirAll(filepath.Join(dir, "calls"), 0o700); err != nil {
+		return "", err
+	}
+	for name, content := range map[string]string{"behaviour": "hang", "no-stdin": "1"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 func isNull(f *os.File) bool {

@@ -19,11 +19,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// fakePlugin returns a command that re-executes the test binary as the helper in mode.
-func fakePlugin(mode string, args ...string) Command {
-	return Command{Path: os.Args[0], Args: args, Env: []string{helperEnv + "=" + mode}}
-}
-
 // quietRunner hides plugin stderr from the test output and records calls.
 type recorder struct {
 	calls  []Call
@@ -45,7 +40,7 @@ func (r *recorder) only(t *testing.T) Call {
 func TestRunReturnsStdout(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	res, err := rec.runner().Run(context.Background(), fakePlugin("print", "a b", "c"))
+	res, err := rec.runner().Run(context.Background(), fakePlugin(t, "print", "a b", "c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +58,7 @@ func TestEnvironmentPrecedence(t *testing.T) {
 	r := &Runner{Environ: func() []string {
 		return []string{"A=host", "B=host", "KUBERNETES_EXEC_INFO=host", "PATH=/usr/bin"}
 	}}
-	cmd := fakePlugin("env", "A", "B", "C", "KUBERNETES_EXEC_INFO", "PATH", "UNSET")
+	cmd := fakePlugin(t, "env", "A", "B", "C", "KUBERNETES_EXEC_INFO", "PATH", "UNSET")
 	cmd.Env = append(cmd.Env, "B=caller", "KUBERNETES_EXEC_INFO=caller", "C=first", "C=second")
 	cmd.Reserved = []string{"KUBERNETES_EXEC_INFO=reserved"}
 	res, err := r.Run(context.Background(), cmd)
@@ -79,7 +74,7 @@ func TestEnvironmentPrecedence(t *testing.T) {
 func TestInvalidEnvironmentEntry(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	cmd := fakePlugin("print")
+	cmd := fakePlugin(t, "print")
 	cmd.Env = append(cmd.Env, "NOVALUE")
 	_, err := rec.runner().Run(context.Background(), cmd)
 	want := fmt.Sprintf(`plugin %q: invalid environment entry "NOVALUE": want NAME=VALUE`, os.Args[0])
@@ -116,7 +111,7 @@ func TestStdinModes(t *testing.T) {
 		{"terminal", TerminalStdin(terminal), "null=false pgrp-same=true\ntyped at the prompt"},
 	}
 	for _, tt := range tests {
-		cmd := fakePlugin("stdin")
+		cmd := fakePlugin(t, "stdin")
 		cmd.Stdin = tt.stdin
 		res, err := (&Runner{}).Run(context.Background(), cmd)
 		if err != nil {
@@ -130,7 +125,7 @@ func TestStdinModes(t *testing.T) {
 
 func TestNonInteractivePluginLeadsItsOwnProcessGroup(t *testing.T) {
 	t.Parallel()
-	res, err := (&Runner{}).Run(context.Background(), fakePlugin("pgrp"))
+	res, err := (&Runner{}).Run(context.Background(), fakePlugin(t, "pgrp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +141,7 @@ func TestTimeoutKillsPlugin(t *testing.T) {
 			t.Parallel()
 			var rec recorder
 			pidFile := filepath.Join(t.TempDir(), "pid")
-			cmd := fakePlugin("hang", pidFile)
+			cmd := fakePlugin(t, "hang", pidFile)
 			if ignoreTerm {
 				cmd.Args = append(cmd.Args, "ignore-term")
 			}
@@ -171,7 +166,7 @@ func TestTimeoutKillsPlugin(t *testing.T) {
 func TestTimeoutKillsGrandchildHoldingStdout(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := fakePlugin("grandchild", pidFile, "hang")
+	cmd := fakePlugin(t, "grandchild", pidFile, "hang")
 	cmd.Timeout = 500 * time.Millisecond
 	var rec recorder
 	_, err := rec.runner().Run(context.Background(), cmd)
@@ -186,7 +181,7 @@ func TestGrandchildHoldingStdoutAfterExitIsKilled(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	var rec recorder
-	_, err := rec.runner().Run(context.Background(), fakePlugin("grandchild", pidFile, "exit"))
+	_, err := rec.runner().Run(context.Background(), fakePlugin(t, "grandchild", pidFile, "exit"))
 	var he *OutputHeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("err = %v, want an OutputHeldError", err)
@@ -207,7 +202,7 @@ func TestCancelKillsPlugin(t *testing.T) {
 	done := make(chan error, 1)
 	var rec recorder
 	go func() {
-		_, err := rec.runner().Run(ctx, fakePlugin("hang", pidFile, "ignore-term"))
+		_, err := rec.runner().Run(ctx, fakePlugin(t, "hang", pidFile, "ignore-term"))
 		done <- err
 	}()
 	pid := readPID(t, pidFile)
@@ -225,7 +220,7 @@ func TestCancelKillsPlugin(t *testing.T) {
 func TestOutputCap(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	res, err := rec.runner().Run(context.Background(), fakePlugin("flood", strconv.Itoa(DefaultMaxOutput)))
+	res, err := rec.runner().Run(context.Background(), fakePlugin(t, "flood", strconv.Itoa(DefaultMaxOutput)))
 	if err != nil {
 		t.Fatalf("output of exactly the default cap: %v", err)
 	}
@@ -233,7 +228,7 @@ func TestOutputCap(t *testing.T) {
 		t.Errorf("got %d bytes, want %d", len(res.Stdout), DefaultMaxOutput)
 	}
 
-	_, err = rec.runner().Run(context.Background(), fakePlugin("flood", strconv.Itoa(DefaultMaxOutput+1), "hang"))
+	_, err = rec.runner().Run(context.Background(), fakePlugin(t, "flood", strconv.Itoa(DefaultMaxOutput+1), "hang"))
 	var oe *OutputTooLargeError
 	if !errors.As(err, &oe) || oe.Limit != DefaultMaxOutput {
 		t.Fatalf("err = %v, want an OutputTooLargeError with limit %d", err, DefaultMaxOutput)
@@ -242,7 +237,7 @@ func TestOutputCap(t *testing.T) {
 		t.Errorf("err = %q, want %q", err, want)
 	}
 
-	cmd := fakePlugin("flood", "5000", "hang")
+	cmd := fakePlugin(t, "flood", "5000", "hang")
 	cmd.MaxOutput = 4096
 	_, err = rec.runner().Run(context.Background(), cmd)
 	if !errors.As(err, &oe) || oe.Limit != 4096 {
@@ -256,7 +251,7 @@ func TestOutputCap(t *testing.T) {
 func TestExitError(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	res, err := rec.runner().Run(context.Background(), fakePlugin("exit", "3", "error: token expired\n"))
+	res, err := rec.runner().Run(context.Background(), fakePlugin(t, "exit", "3", "error: token expired\n"))
 	if res != nil {
 		t.Errorf("a failed run returned a result: %q", res.Stdout)
 	}
@@ -281,7 +276,7 @@ func TestExitError(t *testing.T) {
 func TestDeathBySignal(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	_, err := rec.runner().Run(context.Background(), fakePlugin("signal"))
+	_, err := rec.runner().Run(context.Background(), fakePlugin(t, "signal"))
 	var ee *ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("err = %v, want an ExitError", err)
@@ -301,7 +296,7 @@ func TestStderrTailIsBounded(t *testing.T) {
 	t.Parallel()
 	var rec recorder
 	const total = 100 << 10
-	_, err := rec.runner().Run(context.Background(), fakePlugin("stderr", strconv.Itoa(total)))
+	_, err := rec.runner().Run(context.Background(), fakePlugin(t, "stderr", strconv.Itoa(total)))
 	var ee *ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("err = %v, want an ExitError", err)
@@ -338,7 +333,7 @@ func TestCommandResolution(t *testing.T) {
 		{"bare name through PATH", "kplug-fake-plugin", "/elsewhere", filepath.Join(dir, "bin", "kplug-fake-plugin")},
 	}
 	for _, tt := range tests {
-		cmd := fakePlugin("print", "ran")
+		cmd := fakePlugin(t, "print", "ran")
 		cmd.Path, cmd.BaseDir = tt.path, tt.baseDir
 		res, err := (&Runner{}).Run(context.Background(), cmd)
 		if err != nil {
@@ -418,7 +413,7 @@ func TestEnvironmentTooLarge(t *testing.T) {
 	t.Parallel()
 	// Linux refuses any single string over 128 KiB; macOS refuses 1 MiB in all.
 	ca := strings.Repeat("A", 2<<20)
-	cmd := fakePlugin("print")
+	cmd := fakePlugin(t, "print")
 	cmd.Reserved = []string{"KUBERNETES_EXEC_INFO=" + ca}
 	var rec recorder
 	_, err := rec.runner().Run(context.Background(), cmd)
@@ -495,7 +490,7 @@ func alive(pid int) bool {
 func TestAnswerAtEOFLeavesAPluginThatKeepsServing(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	cmd := fakePlugin("answer-and-stay", pidFile)
+	cmd := fakePlugin(t, "answer-and-stay", pidFile)
 	cmd.AnswerAtEOF = true
 	var rec recorder
 	res, err := rec.runner().Run(context.Background(), cmd)
@@ -518,7 +513,7 @@ func TestAnswerAtEOFLeavesAPluginThatKeepsServing(t *testing.T) {
 
 func TestAnswerAtEOFStillReportsFailures(t *testing.T) {
 	t.Parallel()
-	cmd := fakePlugin("exit", "4", "bad")
+	cmd := fakePlugin(t, "exit", "4", "bad")
 	cmd.AnswerAtEOF = true
 	var rec recorder
 	_, err := rec.runner().Run(context.Background(), cmd)
@@ -527,7 +522,7 @@ func TestAnswerAtEOFStillReportsFailures(t *testing.T) {
 		t.Errorf("err = %v, want exit code 4", err)
 	}
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	hang := fakePlugin("hang", pidFile)
+	hang := fakePlugin(t, "hang", pidFile)
 	hang.AnswerAtEOF, hang.Timeout = true, 300*time.Millisecond
 	_, err = rec.runner().Run(context.Background(), hang)
 	var te *TimeoutError
@@ -535,7 +530,7 @@ func TestAnswerAtEOFStillReportsFailures(t *testing.T) {
 		t.Errorf("err = %v, want a timeout", err)
 	}
 	waitGone(t, readPID(t, pidFile))
-	big := fakePlugin("flood", "5000", "hang")
+	big := fakePlugin(t, "flood", "5000", "hang")
 	big.AnswerAtEOF, big.MaxOutput = true, 4096
 	_, err = rec.runner().Run(context.Background(), big)
 	var oe *OutputTooLargeError
