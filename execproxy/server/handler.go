@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/internal/reverseproxy"
@@ -49,7 +49,7 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.logger().Warn("exec proxy: upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 			m.observeError()
-			writeStatus(w, http.StatusBadGateway, fmt.Sprintf("exec proxy: %s %s: %v", r.Method, r.URL.Path, err))
+			reverseproxy.WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonUnknown, fmt.Sprintf("exec proxy: %s %s: %v", r.Method, r.URL.Path, err), 0)
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -217,14 +217,6 @@ func (c *clientEnd) Read(b []byte) (int, error) {
 		c.pair.closeBackend()
 	}
 	return n, err
-}
-
-// writeStatus answers with a Kubernetes Status object, which clients print as they are.
-func writeStatus(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	b, _ := json.Marshal(msg)
-	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%s,"code":%d}`+"\n", b, code)
 }
 
 // IsUpgrade reports whether req asks to switch protocols (SPDY, WebSocket): its Connection
