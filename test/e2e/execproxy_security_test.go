@@ -105,24 +105,11 @@ func TestSecurityExecProxyImpersonation(t *testing.T) {
 	})
 
 	t.Run("execproxy library", func(t *testing.T) {
-		loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: "admin-as-alice"}).ClientConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		session, err := execproxy.Connect(ctx, cfg, execproxy.Options{})
+		session, cs, err := connectContext(ctx, kubeconfig, "admin-as-alice")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer session.Close()
-		proxied, err := session.Config()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := kubernetes.NewForConfig(proxied)
-		if err != nil {
-			t.Fatal(err)
-		}
 		review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err != nil || review.Status.UserInfo.Username != "alice" || review.Status.UserInfo.UID != "alice-uid" {
 			t.Errorf("SelfSubjectReview through the library: %+v, %v", review, err)

@@ -138,32 +138,43 @@ func waitNoSockets(t *testing.T, dir string, within time.Duration) {
 	_ = os.RemoveAll(dir)
 }
 
+// connectContext connects to the API server of kubeconfig's context through
+// execproxy.Connect, as a library user does, and returns the session (to close) and a
+// clientset on Session.Config.
+func connectContext(ctx context.Context, kubeconfig, contextName string) (*execproxy.Session, *kubernetes.Clientset, error) {
+	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: contextName}).ClientConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	session, err := execproxy.Connect(ctx, cfg, execproxy.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	proxied, err := session.Config()
+	if err == nil {
+		var cs *kubernetes.Clientset
+		if cs, err = kubernetes.NewForConfig(proxied); err == nil {
+			return session, cs, nil
+		}
+	}
+	session.Close()
+	return nil, nil, err
+}
+
 // clientGoThroughProxy uses a client-go clientset through execproxy.Connect, as the admin
 // (client certificate in the proxy): create, get, list, and a watch whose event must come
 // through.
 func clientGoThroughProxy(t *testing.T, kubeconfig string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: "admin"}).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	session, err := execproxy.Connect(ctx, cfg, execproxy.Options{})
+	session, cs, err := connectContext(ctx, kubeconfig, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer session.Close()
 	if !session.Proxied() {
 		t.Fatal("the plugin answered without a proxy")
-	}
-	proxied, err := session.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(proxied)
-	if err != nil {
-		t.Fatal(err)
 	}
 	cms := cs.CoreV1().ConfigMaps("default")
 	list, err := cms.List(ctx, metav1.ListOptions{})
