@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
@@ -79,22 +78,7 @@ func TestSecurityRuntimeDirectoryOfAnotherUser(t *testing.T) {
 	fifo := filepath.Join(dir, "client-0000000000000000.lock")
 	attacker.Sh(t, "mkdir -m 777 '"+dir+"' && mkfifo '"+fifo+"' && touch -d 2000-01-01 '"+fifo+"'")
 
-	done := make(chan error, 1)
-	go func() {
-		l, err := execproxy.NewLock(dir)
-		if err == nil {
-			_ = l.Close()
-		}
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil { // let the blocked open return
-			defer w.Close()
-		}
-		t.Fatal("NewLock blocked on the other user's FIFO")
-	}
+	err = newLockWithin(t, dir, fifo)
 	want := dir + " belongs to uid " + strconv.Itoa(attacker.UID) + ", not to this user"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "exec proxy: runtime directory: ") {
 		t.Errorf("NewLock in %s's directory: %v, want a refusal saying %q", attacker, err, want)

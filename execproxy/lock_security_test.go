@@ -239,6 +239,31 @@ func TestSecurityClientDoesNotLeakItsLock(t *testing.T) {
 	}
 }
 
+// newLockWithin takes a lock in dir and releases it, failing t if NewLock blocks on fifo
+// (which it then unblocks, so that no goroutine is left behind); it returns NewLock's or
+// Close's error.
+func newLockWithin(t *testing.T, dir, fifo string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		l, err := execproxy.NewLock(dir)
+		if err == nil {
+			err = l.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil { // let the blocked open return
+			defer w.Close()
+		}
+		t.Fatalf("NewLock blocked on the FIFO %s", fifo)
+		return nil
+	}
+}
+
 // Issue 12 finding 1: a FIFO named like an old lock file made every client hang.
 func TestSecurityStaleLockFIFODoesNotBlock(t *testing.T) {
 	dir := t.TempDir()
@@ -250,21 +275,8 @@ func TestSecurityStaleLockFIFODoesNotBlock(t *testing.T) {
 	if err := os.Chtimes(fifo, old, old); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		l, err := execproxy.NewLock(dir)
-		if err == nil {
-			err = l.Close()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("NewLock blocked on a FIFO named like a stale lock file")
+	if err := newLockWithin(t, dir, fifo); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Lstat(fifo); err != nil {
 		t.Errorf("the FIFO, not a lock file, was removed: %v", err)

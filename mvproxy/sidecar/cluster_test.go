@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/transport"
 
 	"github.com/kplug/kplug/internal/poll"
 	"github.com/kplug/kplug/internal/reverseproxy"
@@ -251,8 +252,8 @@ func (c *testCluster) options(t testing.TB, name string, b *backend, ln net.List
 	if err != nil {
 		t.Fatal(err)
 	}
-	localClient := &http.Client{Transport: bearerTransport{token: tokenSidecar, base: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: c.clusterCA.Pool(), MinVersion: tls.VersionTLS12}}}}
+	localClient := &http.Client{Transport: transport.NewBearerAuthRoundTripper(tokenSidecar, &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: c.clusterCA.Pool(), MinVersion: tls.VersionTLS12}})}
 	t.Cleanup(localClient.CloseIdleConnections)
 	peerRoots, getPeer := c.clusterCA.Pool(), (func() (*tls.Certificate, error))(nil)
 	if c.peerCA != nil {
@@ -300,18 +301,7 @@ func (c *testCluster) httpClient(t testing.TB, cert *tls.Certificate, token stri
 	if token == "" {
 		return &http.Client{Transport: tr}
 	}
-	return &http.Client{Transport: bearerTransport{token: token, base: tr}}
-}
-
-type bearerTransport struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
+	return &http.Client{Transport: transport.NewBearerAuthRoundTripper(token, tr)}
 }
 
 func testLogger() *slog.Logger {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/transport"
 	"k8s.io/utils/ptr"
 
 	"github.com/kplug/kplug/internal/poll"
@@ -156,7 +157,7 @@ func TestSidecarStreamsWatches(t *testing.T) {
 	t.Cleanup(h2.CloseIdleConnections)
 	for proto, client := range map[string]*http.Client{
 		"HTTP/1.1": c.httpClient(t, nil, tokenBob),
-		"HTTP/2.0": {Transport: bearerTransport{token: tokenBob, base: h2}},
+		"HTTP/2.0": {Transport: transport.NewBearerAuthRoundTripper(tokenBob, h2)},
 	} {
 		t.Run(proto, func(t *testing.T) {
 			resp, err := client.Get(c.nodes[1].srv.URL + "/apis/batch/v1/jobs?watch=true")

@@ -23,6 +23,7 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/transport"
 
 	"github.com/kplug/kplug/internal/cli"
 	"github.com/kplug/kplug/mvproxy"
@@ -325,22 +326,11 @@ func userClient(t *testing.T, cp *framework.ControlPlane, u *framework.User) *ht
 	}
 	var rt http.RoundTripper = &http.Transport{TLSClientConfig: tc}
 	if u.Token != "" {
-		rt = bearer{token: u.Token, base: rt}
+		rt = transport.NewBearerAuthRoundTripper(u.Token, rt)
 	}
 	c := &http.Client{Transport: rt, Timeout: 30 * time.Second}
 	t.Cleanup(c.CloseIdleConnections)
 	return c
-}
-
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
 }
 
 func do(ctx context.Context, c *http.Client, url string, hdr http.Header) (int, string, error) {
