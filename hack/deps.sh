@@ -10,6 +10,10 @@ needs=(
 	git:git                  # version stamps
 	unshare:util-linux       # one UTS namespace per kube-apiserver in e2e tests
 	softhsm2-util:softhsm2   # PKCS#11 tokens for the hardware-key tests
+	dbus-daemon:dbus-daemon               # a private session bus per keyring test
+	gnome-keyring-daemon:gnome-keyring    # a real Secret Service on it (exec-cache --storage keyring)
+	secret-tool:libsecret-tools           # the Secret Service as users inspect it
+	keyctl:keyutils                       # the kernel keyring as users inspect it
 )
 missing=()
 for pair in "${needs[@]}"; do
