@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,7 @@ const maxDefaultTTL = 24 * time.Hour
 
 type execCacheOptions struct {
 	dir         string
+	storage     string
 	skew        time.Duration
 	defaultTTL  time.Duration
 	lockTimeout time.Duration
@@ -37,7 +39,8 @@ type execCacheOptions struct {
 
 func (o *execCacheOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.dir, "cache-dir", "", "cache directory (default: <user cache dir>/kplug/exec-cache, e.g. ~/.cache/kplug/exec-cache)")
+	f.StringVar(&o.dir, "cache-dir", "", "cache directory (default: $KUBECACHEDIR/kplug/exec-cache if KUBECACHEDIR is set, else <user cache dir>/kplug/exec-cache, e.g. ~/.cache/kplug/exec-cache)")
+	f.StringVar(&o.storage, "storage", execcache.StorageFile, "where answers rest: file (0600 files in the cache directory), keyring (the OS keyring; only the index and locks stay in the cache directory), secret-service or kernel-keyring (Linux, by name), or none (no cache)")
 	f.DurationVar(&o.skew, "skew", execcache.DefaultSkew, "stop serving an answer this long before its expirationTimestamp (at most half its remaining lifetime)")
 	f.DurationVar(&o.defaultTTL, "default-ttl", 15*time.Minute, "serve an answer without expirationTimestamp this long (0: do not cache such answers; at most 24h)")
 	f.DurationVar(&o.lockTimeout, "lock-timeout", execcache.DefaultLockTimeout, "wait this long for another process running the plugin for the same entry")
@@ -98,12 +101,13 @@ func (o *execCacheOptions) run(ctx context.Context, g *globals, args []string) e
 	case o.list:
 		return o.runList(g.io.Out, dir, args)
 	case o.clear:
-		return o.runClear(g.io.Out, dir, args)
+		return o.runClear(ctx, g.io.Out, dir, args)
 	}
 	err = execcache.Run(ctx, execcache.Options{
 		Command:     args[0],
 		Args:        args[1:],
 		Dir:         dir,
+		Storage:     o.storage,
 		Skew:        orNone(o.skew),
 		DefaultTTL:  o.defaultTTL,
 		LockTimeout: o.lockTimeout,
@@ -136,6 +140,8 @@ func (o *execCacheOptions) validate(args []string) error {
 		return errors.New("--clear needs the wrapped command (--clear -- COMMAND [ARGS...]) or --all")
 	case !o.list && !o.clear && len(args) == 0:
 		return errors.New("no plugin to run: give it after --, e.g. kplug exec-cache -- aws-iam-authenticator token -i my-cluster")
+	case !slices.Contains(execcache.Storages, o.storage):
+		return fmt.Errorf("invalid --storage %q: want one of %s", o.storage, strings.Join(execcache.Storages, ", "))
 	case o.output != "text" && o.output != "json":
 		return fmt.Errorf("invalid --output %q: want text or json", o.output)
 	case o.skew < 0:
@@ -155,9 +161,14 @@ func (o *execCacheOptions) validate(args []string) error {
 	return nil
 }
 
+// cacheDir is --cache-dir; by default a directory of kplug's under KUBECACHEDIR (as
+// kubectl keeps its http and discovery caches there), else under the user cache dir.
 func (o *execCacheOptions) cacheDir() (string, error) {
 	if o.dir != "" {
 		return o.dir, nil
+	}
+	if kcd := os.Getenv("KUBECACHEDIR"); kcd != "" {
+		return filepath.Join(kcd, "kplug", "exec-cache"), nil
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
@@ -185,10 +196,10 @@ func (o *execCacheOptions) runList(out io.Writer, dir string, args []string) err
 
 func printEntries(out io.Writer, entries []execcache.Listed, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ENTRY\tCOMMAND\tAPI\tCLUSTER\tCREDENTIAL\tSERVED UNTIL\tCLIENTS")
+	fmt.Fprintln(w, "ENTRY\tCOMMAND\tAPI\tCLUSTER\tCREDENTIAL\tSTORAGE\tSERVED UNTIL\tCLIENTS")
 	for _, e := range entries {
 		if e.Corrupt {
-			fmt.Fprintf(w, "%s\t-\t-\t-\tunreadable (replaced on next use)\t-\t-\n", e.ID[:12])
+			fmt.Fprintf(w, "%s\t-\t-\t-\tunreadable (replaced on next use)\t-\t-\t-\n", e.ID[:12])
 			continue
 		}
 		until := "expired"
@@ -200,26 +211,27 @@ func printEntries(out io.Writer, entries []execcache.Listed, now time.Time) erro
 			cluster = "-"
 		}
 		command := strings.Join(append([]string{e.Command}, e.Args...), " ")
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.ID[:12], command, strings.TrimPrefix(e.APIVersion, "client.authentication.k8s.io/"),
-			cluster, e.Credential, until, e.Clients)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.ID[:12], command, strings.TrimPrefix(e.APIVersion, "client.authentication.k8s.io/"),
+			cluster, e.Credential, e.Storage, until, e.Clients)
 	}
 	return w.Flush()
 }
 
-func (o *execCacheOptions) runClear(out io.Writer, dir string, args []string) error {
+func (o *execCacheOptions) runClear(ctx context.Context, out io.Writer, dir string, args []string) error {
 	command := ""
 	if !o.all {
 		command, args = args[0], args[1:]
 	}
-	n, err := execcache.Clear(dir, command, args)
-	if err != nil {
-		return err
-	}
+	n, err := execcache.Clear(ctx, dir, os.Environ(), command, args)
 	noun := "entries"
 	if n == 1 {
 		noun = "entry"
 	}
-	_, err = fmt.Fprintf(out, "removed %d %s from %s\n", n, noun, dir)
+	if n > 0 || err == nil {
+		if _, werr := fmt.Fprintf(out, "removed %d %s from %s\n", n, noun, dir); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
 	return err
 }
 

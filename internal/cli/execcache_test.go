@@ -30,6 +30,7 @@ func TestExecCacheUsageErrors(t *testing.T) {
 		{[]string{"exec-cache", "--lock-timeout=0s", "--", "x"}, "invalid --lock-timeout 0s: must be positive"},
 		{[]string{"exec-cache", "--ignore-env=A=B", "--", "x"}, `invalid --ignore-env "A=B": want a variable name or a NAME* prefix`},
 		{[]string{"exec-cache", "--skew", "soon", "--", "x"}, `invalid argument "soon" for "--skew" flag: time: invalid duration "soon"`},
+		{[]string{"exec-cache", "--storage", "disk", "--", "x"}, `invalid --storage "disk": want one of file, keyring, secret-service, kernel-keyring, none`},
 	}
 	for _, tt := range tests {
 		code, out, errOut := run(t, tt.args...)
@@ -59,8 +60,8 @@ func TestExecCacheCommand(t *testing.T) {
 	}
 
 	code, out, errOut = run(t, "exec-cache", "--cache-dir", dir, "--list")
-	want := regexp.MustCompile(`^ENTRY +COMMAND +API +CLUSTER +CREDENTIAL +SERVED UNTIL +CLIENTS
-[0-9a-f]{12}  ` + regexp.QuoteMeta(os.Args[0]) + ` --some-plugin-flag  v1 +- +token \(29 bytes\)  2099-01-02T03:03:05Z \(in \d+ days\)  1
+	want := regexp.MustCompile(`^ENTRY +COMMAND +API +CLUSTER +CREDENTIAL +STORAGE +SERVED UNTIL +CLIENTS
+[0-9a-f]{12}  ` + regexp.QuoteMeta(os.Args[0]) + ` --some-plugin-flag  v1 +- +token \(29 bytes\)  file +2099-01-02T03:03:05Z \(in \d+ days\)  1
 $`)
 	if code != ExitOK || !want.MatchString(out) || errOut != "" {
 		t.Errorf("--list: code %d\nstdout %q\nstderr %q", code, out, errOut)

@@ -1,7 +1,9 @@
 package execcache
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -15,12 +17,14 @@ import (
 
 // Listed describes one cache entry without its credential.
 type Listed struct {
-	ID         string     `json:"id"`
-	Command    string     `json:"command,omitempty"`
-	Args       []string   `json:"args,omitempty"` // with secret-looking values redacted
-	APIVersion string     `json:"apiVersion,omitempty"`
-	Server     string     `json:"server,omitempty"`
-	Credential string     `json:"credential"` // e.g. "token (1105 bytes)"; never the token
+	ID         string   `json:"id"`
+	Command    string   `json:"command,omitempty"`
+	Args       []string `json:"args,omitempty"` // with secret-looking values redacted
+	APIVersion string   `json:"apiVersion,omitempty"`
+	Server     string   `json:"server,omitempty"`
+	Credential string   `json:"credential"` // e.g. "token (1105 bytes)"; never the token
+	// Storage is where the answer rests: "file", or the keyring's name.
+	Storage    string     `json:"storage,omitempty"`
 	Stored     time.Time  `json:"stored,omitzero"`
 	Expiration *time.Time `json:"expirationTimestamp,omitempty"`
 	ServeUntil time.Time  `json:"serveUntil,omitzero"`
@@ -29,7 +33,8 @@ type Listed struct {
 	// Corrupt is set for a file that is not a readable entry; the next run replaces it.
 	Corrupt bool `json:"corrupt,omitempty"`
 
-	args []string // unredacted, to match --clear
+	args    []string    // unredacted, to match --clear
+	keyring *keyringRef // to remove the answer with the entry
 }
 
 // List describes the entries in dir of command (resolved as Run resolves it), or every
@@ -64,11 +69,18 @@ func list(dir string, now time.Time) ([]Listed, error) {
 			out = append(out, Listed{ID: s.ID, Credential: "unreadable", Corrupt: true, Stored: s.Modified})
 			continue
 		}
-		out = append(out, Listed{
+		l := Listed{
 			ID: s.ID, Command: e.Command, Args: redactArgs(e.Args), APIVersion: e.APIVersion, Server: e.Server,
-			Credential: describe(e.APIVersion, e.Output), Stored: e.Stored, Expiration: e.Expiration,
+			Credential: e.Credential, Storage: StorageFile, Stored: e.Stored, Expiration: e.Expiration,
 			ServeUntil: e.ServeUntil, Servable: e.servable(now), Clients: len(e.Clients), args: e.Args,
-		})
+			keyring: e.Keyring,
+		}
+		if e.Keyring != nil {
+			l.Storage = e.Keyring.Name
+		} else {
+			l.Credential = describe(e.APIVersion, e.Output)
+		}
+		out = append(out, l)
 	}
 	slices.SortFunc(out, func(a, b Listed) int {
 		if c := strings.Compare(a.Command, b.Command); c != 0 {
@@ -83,7 +95,13 @@ func list(dir string, now time.Time) ([]Listed, error) {
 // version or cluster), or every entry, corrupt ones included, when command is empty. The
 // command is resolved as Run resolves it; an uninstalled plugin's entries can still be
 // removed by its absolute path. It returns how many it removed.
-func Clear(dir, command string, args []string) (int, error) {
+//
+// An entry whose answer is in a keyring has its items removed there too (environ locates
+// the session bus); when the keyring cannot be reached, the entry file is removed all the
+// same, so the answer is never served again, and the error says which items are left.
+// Clearing every entry also removes what this directory left in the keyrings it can
+// reach and list (the Linux ones) without an entry: the items of a write that crashed.
+func Clear(ctx context.Context, dir string, environ []string, command string, args []string) (int, error) {
 	var path string
 	if command != "" {
 		var err error
@@ -98,22 +116,29 @@ func Clear(dir, command string, args []string) (int, error) {
 		return 0, err
 	}
 	store := &diskstore.Store{Dir: dir}
+	v := newVault(StorageKeyring, dir, environ, 0, time.Now)
+	defer v.close()
 	n := 0
+	var errs []error
 	for _, l := range listed {
 		if path != "" && (l.Command != path || !slices.Equal(l.args, args)) {
 			continue
 		}
+		if err := v.drop(ctx, l.ID, &entry{Keyring: l.keyring}); err != nil {
+			errs = append(errs, fmt.Errorf("exec-cache: entry %s: its answer is left in the keyring: %w", l.ID[:12], err))
+		}
 		if err := store.Remove(l.ID); err != nil {
-			return n, fmt.Errorf("exec-cache: %w", err)
+			return n, fmt.Errorf("exec-cache: %w", errors.Join(append(errs, err)...))
 		}
 		n++
 	}
 	if path == "" {
 		if err := store.RemoveTemp(0); err != nil { // unfinished writes hold credentials too
-			return n, fmt.Errorf("exec-cache: %w", err)
+			errs = append(errs, fmt.Errorf("exec-cache: %w", err))
 		}
+		errs = append(errs, v.removeOrphans(ctx))
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // describe says what kind of credential an answer holds, without any of it.

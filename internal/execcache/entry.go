@@ -27,15 +27,22 @@ type entry struct {
 	// ServeUntil is when the entry stops being served: Expiration minus the skew, or
 	// Stored plus the default TTL.
 	ServeUntil time.Time `json:"serveUntil"`
-	// Output is the wrapped plugin's stdout, byte for byte.
-	Output []byte `json:"output"`
+	// Output is the wrapped plugin's stdout, byte for byte, when the answer rests in the
+	// file (--storage file).
+	Output []byte `json:"output,omitempty"`
+	// Keyring says where the answer rests instead, when it is in an OS keyring; Output
+	// is then empty, so the file holds no credential.
+	Keyring *keyringRef `json:"keyring,omitempty"`
+	// Credential describes a keyring entry's answer for --list (its kind and size, never
+	// its value).
+	Credential string `json:"credential,omitempty"`
 	// Clients are the processes this answer was given to; a second call from one of them
 	// means the client refreshes the credential after a 401.
 	Clients []Client `json:"clients"`
 }
 
 func (e *entry) servable(now time.Time) bool {
-	return e.Schema == entrySchema && len(e.Output) > 0 && now.Before(e.ServeUntil)
+	return e.Schema == entrySchema && (len(e.Output) > 0 || e.Keyring != nil) && now.Before(e.ServeUntil)
 }
 
 func (e *entry) servedTo(c Client) bool {

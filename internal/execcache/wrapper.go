@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
+	"github.com/kplug/kplug/internal/oskeyring"
 )
 
 // Defaults for zero Options fields.
@@ -43,6 +45,12 @@ type Options struct {
 	// Timeout bounds a non-interactive run of the wrapped plugin; zero means none.
 	// Interactive runs (a login at the terminal) are never timed out.
 	Timeout time.Duration
+	// Storage is where answers rest: StorageFile (the zero value too), a keyring
+	// (StorageKeyring, or one of Linux's by name), or StorageNone (the plugin runs on
+	// every call). The entry files, and their locks, stay in Dir whatever it is.
+	Storage string
+	// KeyringTimeout bounds each call to a keyring; zero means oskeyring.DefaultTimeout.
+	KeyringTimeout time.Duration
 	// IgnoreEnv adds names (or prefixes ending in '*') to IgnoredEnv.
 	IgnoreEnv []string
 	// Environ is the wrapper's environment, KUBERNETES_EXEC_INFO included; the wrapped
@@ -84,7 +92,10 @@ func (e *InfoError) Unwrap() error { return e.Err }
 // (wrapped: the plugin run as the client would run it) -> decorator (diskCache: the entry
 // of this key, locked across processes) -> output (stdout).
 func Run(ctx context.Context, o Options) error {
-	if o.Dir == "" {
+	if !slices.Contains(Storages, o.Storage) && o.Storage != "" {
+		return fmt.Errorf("exec-cache: unknown storage %q", o.Storage)
+	}
+	if o.Dir == "" && o.Storage != StorageNone {
 		return errors.New("exec-cache: no cache directory")
 	}
 	info, err := execInfo(o.Environ)
@@ -101,9 +112,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 	source := &wrapped{o: &o, path: path, interactive: o.Stdin != nil}
 	var src answerer = source
-	if info == nil {
+	switch {
+	case o.Storage == StorageNone:
+		log.Debug("exec-cache: --storage none: running the plugin without the cache")
+		if info != nil {
+			source.interactive = info.Interactive
+		}
+	case info == nil:
 		log.Warn("exec-cache: " + execcred.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
-	} else {
+	default:
 		source.interactive = info.Interactive
 		src = &diskCache{o: &o, next: source, path: path, info: info, log: log}
 	}
@@ -170,15 +187,18 @@ func (d *diskCache) answer(ctx context.Context) ([]byte, error) {
 		store.LockTimeout = DefaultLockTimeout
 	}
 	key := Key(d.path, o.Args, o.Environ, d.info, o.IgnoreEnv)
-	log := d.log.With("entry", store.ID(key)[:12])
+	id := store.ID(key)
+	log := d.log.With("entry", id[:12])
 	locked, err := store.Lock(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("exec-cache: %w", err)
 	}
 	defer func() { _ = locked.Unlock() }()
+	v := newVault(o.Storage, o.Dir, o.Environ, o.KeyringTimeout, o.now)
+	defer v.close()
 
 	now := o.now()
-	e, reason := o.lookup(locked, d.info, now, log)
+	e, out, reason := o.lookup(ctx, v, id, locked, d.info, now, log)
 	if e != nil {
 		if e.addClient(o.Client) {
 			if err := locked.Save(e); err != nil {
@@ -186,25 +206,25 @@ func (d *diskCache) answer(ctx context.Context) ([]byte, error) {
 			}
 		}
 		log.Debug("exec-cache: hit", "client", o.Client.String(), "until", e.ServeUntil)
-		return e.Output, nil
+		return out, nil
 	}
 	log.Debug("exec-cache: miss, running the plugin", "reason", reason, "command", o.Command)
-	if err := locked.Delete(); err != nil {
+	if err := v.forget(ctx, id, locked, log); err != nil {
 		return nil, fmt.Errorf("exec-cache: removing the entry: %w", err)
 	}
-	out, err := d.next.answer(ctx)
+	out, err = d.next.answer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	o.store(locked, log, d.info, d.path, out, now)
-	sweep(store, store.ID(key), now, log)
+	o.store(ctx, v, id, locked, log, d.info, d.path, out, now)
+	sweep(ctx, v, store, id, now, log)
 	return out, nil
 }
 
 // sweep removes, after a miss, the entries no call may be served any more (expired, or
 // unreadable) and writes a crashed process left behind, so that credentials do not pile
 // up in the cache directory. Entries another process holds are left for a later sweep.
-func sweep(store *diskstore.Store, current string, now time.Time, log *slog.Logger) {
+func sweep(ctx context.Context, v *vault, store *diskstore.Store, current string, now time.Time, log *slog.Logger) {
 	stored, err := store.Entries()
 	if err != nil {
 		log.Debug("exec-cache: sweep", "err", err)
@@ -218,7 +238,21 @@ func sweep(store *diskstore.Store, current string, now time.Time, log *slog.Logg
 		if s.ID == current || !unservable(s.Data) {
 			continue // only what looks unservable is locked and read again
 		}
-		removed, err := store.RemoveIf(s.ID, unservable)
+		removed, err := store.RemoveIf(s.ID, func(data []byte) bool {
+			if !unservable(data) {
+				return false
+			}
+			// Under the entry's lock: its keyring items go first, and if they cannot,
+			// the file stays so that a later sweep can try again.
+			var e entry
+			if json.Unmarshal(data, &e) == nil {
+				if err := v.drop(ctx, s.ID, &e); err != nil {
+					log.Debug("exec-cache: sweep: keeping an entry whose keyring items cannot be removed", "entry", s.ID[:12], "err", err)
+					return false
+				}
+			}
+			return true
+		})
 		if err != nil || removed {
 			log.Debug("exec-cache: swept", "entry", s.ID[:12], "err", err)
 		}
@@ -228,31 +262,43 @@ func sweep(store *diskstore.Store, current string, now time.Time, log *slog.Logg
 	}
 }
 
-// lookup returns the locked entry if it may be served to this call, or else why not.
-func (o *Options) lookup(locked *diskstore.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, string) {
+// lookup returns the locked entry and its answer if it may be served to this call, or
+// else why not.
+func (o *Options) lookup(ctx context.Context, v *vault, id string, locked *diskstore.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, []byte, string) {
 	var e entry
 	err := locked.Load(&e)
 	switch {
 	case errors.Is(err, diskstore.ErrNoEntry):
-		return nil, "no entry"
+		return nil, nil, "no entry"
 	case err != nil:
 		log.Debug("exec-cache: ignoring a corrupt entry", "err", err)
-		return nil, "unreadable entry (replaced)"
+		return nil, nil, "unreadable entry (replaced)"
 	case !e.servable(now):
-		return nil, "expired"
+		return nil, nil, "expired"
 	case info.Response != nil:
-		return nil, fmt.Sprintf("the client says the credential was rejected (spec.response code %d)", info.Response.Code)
+		return nil, nil, fmt.Sprintf("the client says the credential was rejected (spec.response code %d)", info.Response.Code)
 	case e.servedTo(o.Client):
-		return nil, fmt.Sprintf("second call from the client %s it was served to: a refresh after a 401", o.Client)
+		return nil, nil, fmt.Sprintf("second call from the client %s it was served to: a refresh after a 401", o.Client)
 	}
-	if _, err := execcred.DecodeOutput(info.APIVersion, e.Output); err != nil {
-		return nil, "invalid stored answer (replaced)"
+	if why := v.mismatch(&e); why != "" {
+		return nil, nil, why + " (replaced)"
 	}
-	return &e, ""
+	out, err := v.get(ctx, id, &e)
+	if errors.Is(err, oskeyring.ErrNotFound) {
+		return nil, nil, "the answer is gone from the keyring (" + err.Error() + ")"
+	}
+	if err != nil {
+		log.Warn("exec-cache: cannot read the answer from the keyring; running the plugin", "err", err)
+		return nil, nil, "keyring: " + err.Error()
+	}
+	if _, err := execcred.DecodeOutput(info.APIVersion, out); err != nil {
+		return nil, nil, "invalid stored answer (replaced)"
+	}
+	return &e, out, ""
 }
 
 // store saves a successful answer if it may be cached; a reason not to is logged.
-func (o *Options) store(locked *diskstore.Locked, log *slog.Logger, info *plugin.Info, path string, out []byte, started time.Time) {
+func (o *Options) store(ctx context.Context, v *vault, id string, locked *diskstore.Locked, log *slog.Logger, info *plugin.Info, path string, out []byte, started time.Time) {
 	cred, err := execcred.DecodeOutput(info.APIVersion, out)
 	if err != nil {
 		log.Warn("exec-cache: not caching the answer: it is not a valid ExecCredential", "err", err)
@@ -273,14 +319,22 @@ func (o *Options) store(locked *diskstore.Locked, log *slog.Logger, info *plugin
 	}
 	e := entry{
 		Schema: entrySchema, Command: path, Args: o.Args, APIVersion: info.APIVersion,
-		Stored: started, Expiration: expiration, ServeUntil: until, Output: out,
+		Stored: started, Expiration: expiration, ServeUntil: until,
 	}
 	if info.Cluster != nil {
 		e.Server = info.Cluster.Server
 	}
+	if err := v.put(ctx, id, &e, out); err != nil {
+		// Not cached, but served: the next call runs the plugin again.
+		log.Warn("exec-cache: not caching the answer: " + err.Error())
+		return
+	}
 	e.addClient(o.Client)
 	if err := locked.Save(e); err != nil {
 		log.Warn("exec-cache: cannot store the answer", "err", err)
+		if err := v.drop(ctx, id, &e); err != nil {
+			log.Warn("exec-cache: cannot remove the answer from the keyring", "err", err)
+		}
 	}
 }
 

@@ -451,11 +451,11 @@ func TestListAndClear(t *testing.T) {
 	if want := []string{"-test.run=^$", "--client-secret", "<redacted>", "--password=<redacted>"}; strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("listed args %q, want %q", args, want)
 	}
-	n, err := Clear(h.cache, os.Args[0], []string{"-test.run=^$"})
+	n, err := Clear(context.Background(), h.cache, nil, os.Args[0], []string{"-test.run=^$"})
 	if err != nil || n != 2 {
 		t.Errorf("clear of one command: %d, %v; want its 2 entries", n, err)
 	}
-	n, err = Clear(h.cache, "", nil)
+	n, err = Clear(context.Background(), h.cache, nil, "", nil)
 	if err != nil || n != 2 {
 		t.Errorf("clear all: %d, %v; want the other entry and the corrupt one", n, err)
 	}
