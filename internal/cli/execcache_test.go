@@ -98,3 +98,36 @@ $`)
 		t.Errorf("missing plugin: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestExecCacheHonoursKUBECACHEDIR: without --cache-dir, entries live in
+// $KUBECACHEDIR/kplug/exec-cache, beside kubectl's http and discovery caches; --cache-dir
+// still wins.
+func TestExecCacheHonoursKUBECACHEDIR(t *testing.T) {
+	kcd := t.TempDir()
+	t.Setenv("KUBECACHEDIR", kcd)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // where the entries would go otherwise
+	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(execcred.InfoEnv, string(info))
+	plugin := exectest.New(t).Stdout(tokenCredential)
+	t.Setenv(exectest.Env, plugin.Dir)
+	if code, out, errOut := run(t, "exec-cache", "--", os.Args[0]); code != ExitOK || out != tokenCredential {
+		t.Fatalf("exec-cache: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	entries, err := filepath.Glob(filepath.Join(kcd, "kplug", "exec-cache", "*.json"))
+	if err != nil || len(entries) != 1 {
+		t.Errorf("entries under $KUBECACHEDIR/kplug/exec-cache: %v, %v; want 1", entries, err)
+	}
+	other := filepath.Join(t.TempDir(), "cache")
+	if code, _, errOut := run(t, "exec-cache", "--cache-dir", other, "--", os.Args[0]); code != ExitOK {
+		t.Fatalf("exec-cache --cache-dir: code %d, stderr %q", code, errOut)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(other, "*.json")); len(entries) != 1 {
+		t.Errorf("entries in --cache-dir: %v, want 1", entries)
+	}
+	if code, out, _ := run(t, "exec-cache", "--clear", "--all"); code != ExitOK || out != "removed 1 entry from "+filepath.Join(kcd, "kplug", "exec-cache")+"\n" {
+		t.Errorf("--clear --all: code %d, stdout %q", code, out)
+	}
+}

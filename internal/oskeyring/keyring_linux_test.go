@@ -371,7 +371,8 @@ func TestSecretServiceUnreachable(t *testing.T) {
 			"secret-service keyring: connecting to the session bus unix:path=" + filepath.Join(dir, "silent") +
 				": the bus did not complete the handshake within 300ms; run in a desktop session, or use --storage kernel-keyring or file"},
 		{"bus without a Secret Service", []string{"DBUS_SESSION_BUS_ADDRESS=" + noSS},
-			"secret-service keyring: opening a session: The name org.freedesktop.secrets was not provided by any .service files"},
+			"secret-service keyring: finding the Secret Service: no org.freedesktop.secrets on the session bus (no Secret Service is running, e.g. gnome-keyring-daemon)" +
+				"; run in a desktop session, or use --storage kernel-keyring or file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := Open(context.Background(), SecretService, Config{Service: "kplug-test", Environ: tc.env, Timeout: 300 * time.Millisecond})

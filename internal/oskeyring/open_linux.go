@@ -31,12 +31,12 @@ func open(ctx context.Context, name string, cfg *Config) (Keyring, error) {
 			return nil, &Error{Keyring: SecretService, Op: "connecting to the session bus " + addr, Err: err,
 				Hint: "run in a desktop session, or use --storage kernel-keyring or file"}
 		}
-		return newSecretService(ctx, conn, stop, cfg)
+		return probeSecretService(ctx, conn, stop, cfg)
 	case Auto:
 		if addr, err := busAddress(cfg.Environ); err == nil {
 			if conn, stop, err := dialBus(ctx, addr, cfg.timeout()); err == nil {
 				if ok, _ := hasSecretService(ctx, conn, cfg.timeout()); ok {
-					return newSecretService(ctx, conn, stop, cfg)
+					return newSecretService(conn, stop, cfg), nil
 				}
 				stop()
 			}
@@ -65,4 +65,19 @@ func busAddress(environ []string) (string, error) {
 		return "", errors.New("DBUS_SESSION_BUS_ADDRESS is not set and there is no " + socket)
 	}
 	return "unix:path=" + dbus.EscapeBusAddressValue(socket), nil
+}
+
+// probeSecretService returns the Secret Service on conn if the bus has one (running, or
+// to start on demand), so that asking for it by name fails at Open, not at first use.
+func probeSecretService(ctx context.Context, conn *dbus.Conn, stop context.CancelFunc, cfg *Config) (Keyring, error) {
+	ok, err := hasSecretService(ctx, conn, cfg.timeout())
+	if err == nil && !ok {
+		err = errors.New("no " + ssName + " on the session bus (no Secret Service is running, e.g. gnome-keyring-daemon)")
+	}
+	if err != nil {
+		stop()
+		return nil, &Error{Keyring: SecretService, Op: "finding the Secret Service", Err: err,
+			Hint: "run in a desktop session, or use --storage kernel-keyring or file"}
+	}
+	return newSecretService(conn, stop, cfg), nil
 }

@@ -22,6 +22,7 @@ type secretService struct {
 	timeout    time.Duration
 	session    dbus.ObjectPath
 	collection dbus.ObjectPath
+	registered bool // the daemon has answered a call: it knows this connection
 }
 
 const (
@@ -95,31 +96,65 @@ func hasSecretService(ctx context.Context, conn *dbus.Conn, timeout time.Duratio
 	return false, nil
 }
 
-// newSecretService opens a session with the Secret Service on conn and finds its default
-// collection. It takes over conn: on error, conn is closed.
-func newSecretService(ctx context.Context, conn *dbus.Conn, stop context.CancelFunc, cfg *Config) (*secretService, error) {
-	s := &secretService{conn: conn, stop: stop, service: cfg.Service, timeout: cfg.timeout()}
-	err := s.call(ctx, ssPath, ssService+".OpenSession", []any{"plain", dbus.MakeVariant("")}, new(dbus.Variant), &s.session)
-	if err == nil {
-		err = s.call(ctx, ssPath, ssService+".ReadAlias", []any{"default"}, &s.collection)
+// newSecretService wraps conn, a connection to a bus with a Secret Service. It takes over
+// conn.
+func newSecretService(conn *dbus.Conn, stop context.CancelFunc, cfg *Config) *secretService {
+	return &secretService{conn: conn, stop: stop, service: cfg.Service, timeout: cfg.timeout()}
+}
+
+// openSession opens, once, the session that secrets travel in: the "plain" algorithm,
+// since they cross only the user's own bus socket, as they do between the bus and the
+// daemon anyway.
+//
+// It is never the first call of a connection to the daemon: gnome-keyring-daemon (42
+// and later) registers a caller in an idle callback that races with the dispatch of its
+// first method, and a client whose first call is OpenSession could make it abort
+// (gkd_secret_service_get_pkcs11_session: assertion 'client' failed), once in a few
+// hundred to a few thousand short-lived clients here, as users of other Secret Service
+// clients report. A search or an alias lookup first registers the caller; they do not
+// need it.
+func (s *secretService) openSession(ctx context.Context) (dbus.ObjectPath, error) {
+	if s.session != "" {
+		return s.session, nil
 	}
-	if err == nil && s.collection == noPrompt {
-		err = errors.New("it has no default collection (create one, e.g. with Seahorse, \"Passwords and Keys\")")
+	var session dbus.ObjectPath
+	if err := s.call(ctx, ssPath, ssService+".OpenSession", []any{"plain", dbus.MakeVariant("")}, new(dbus.Variant), &session); err != nil {
+		return "", err
 	}
-	if err != nil {
-		stop()
-		return nil, ssError("opening a session", err)
+	s.session = session
+	return session, nil
+}
+
+// defaultCollection finds, once, the collection new items go to.
+func (s *secretService) defaultCollection(ctx context.Context) (dbus.ObjectPath, error) {
+	if s.collection != "" {
+		return s.collection, nil
 	}
-	return s, nil
+	var c dbus.ObjectPath
+	if err := s.call(ctx, ssPath, ssService+".ReadAlias", []any{"default"}, &c); err != nil {
+		return "", err
+	}
+	if c == noPrompt {
+		return "", errors.New("it has no default collection (create one, e.g. with Seahorse, \"Passwords and Keys\")")
+	}
+	s.collection = c
+	return c, nil
 }
 
 func (s *secretService) Name() string   { return SecretService }
 func (s *secretService) ItemLimit() int { return ssItemLimit }
 
+// Close closes the session, then disconnects. Leaving the session to be closed by the
+// disconnection alone is not enough: gnome-keyring-daemon 42 was seen to abort on an
+// assertion (plain_negotiate) after some hundreds of clients that did so in a row
+// (BenchmarkRunHitStorage).
 func (s *secretService) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	err := s.conn.Object(ssName, s.session).CallWithContext(ctx, ssSession+".Close", 0).Err
+	var err error
+	if s.session != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		defer cancel()
+		err = s.conn.Object(ssName, s.session).CallWithContext(ctx, ssSession+".Close", 0).Err
+	}
 	s.stop()
 	return err
 }
@@ -129,6 +164,13 @@ func (s *secretService) call(ctx context.Context, path dbus.ObjectPath, method s
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	c := s.conn.Object(ssName, path).CallWithContext(ctx, method, 0, args...)
+	var de dbus.Error
+	if !s.registered && errors.As(c.Err, &de) && de.Name == "org.freedesktop.DBus.Error.UnknownMethod" {
+		// The same race as in openSession, on a call that survives it: gnome-keyring
+		// answers that the method does not exist. The caller is registered now.
+		c = s.conn.Object(ssName, path).CallWithContext(ctx, method, 0, args...)
+	}
+	s.registered = true
 	if c.Err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("no answer within %v (%w)", s.timeout, c.Err)
@@ -169,9 +211,15 @@ func (s *secretService) Set(ctx context.Context, it Item) error {
 		ssItem + ".Label":      dbus.MakeVariant(it.Label),
 		ssItem + ".Attributes": dbus.MakeVariant(s.attributes(it.Account)),
 	}
-	secret := ssSecret{Session: s.session, Parameters: []byte{}, Value: it.Secret, ContentType: "application/octet-stream"}
+	secret := ssSecret{Parameters: []byte{}, Value: it.Secret, ContentType: "application/octet-stream"}
 	var item, prompt dbus.ObjectPath
-	err := s.call(ctx, s.collection, ssCollection+".CreateItem", []any{props, secret, true}, &item, &prompt)
+	collection, err := s.defaultCollection(ctx)
+	if err == nil {
+		secret.Session, err = s.openSession(ctx)
+	}
+	if err == nil {
+		err = s.call(ctx, collection, ssCollection+".CreateItem", []any{props, secret, true}, &item, &prompt)
+	}
 	if err == nil && prompt != noPrompt {
 		_ = s.call(ctx, prompt, "org.freedesktop.Secret.Prompt.Dismiss", nil)
 		err = errLocked
@@ -190,8 +238,12 @@ func (s *secretService) Get(ctx context.Context, account string) ([]byte, error)
 	if len(items) == 0 {
 		return nil, ErrNotFound
 	}
+	session, err := s.openSession(ctx)
+	if err != nil {
+		return nil, ssError("opening a session", err)
+	}
 	var secret ssSecret
-	if err := s.call(ctx, items[0], ssItem+".GetSecret", []any{s.session}, &secret); err != nil {
+	if err := s.call(ctx, items[0], ssItem+".GetSecret", []any{session}, &secret); err != nil {
 		return nil, ssError("reading "+account, err)
 	}
 	return secret.Value, nil
