@@ -66,6 +66,8 @@ On a miss the wrapped plugin runs exactly as the client would run it (same envir
 and KUBERNETES_EXEC_INFO, the terminal for interactive logins, stderr passed through);
 its answer is printed unchanged and stored if it is a valid ExecCredential. A failing
 plugin's stdout, stderr and exit code come through as they were, and nothing is stored.
+With --storage keyring the answers rest in the OS keyring (Keychain, Credential Manager,
+the Secret Service or the kernel keyring on Linux) and no credential is written to disk.
 
 A credential the server rejected is not served again: a v1alpha1 client says so in
 spec.response, and a v1beta1 or v1 client that calls again while the answer it was given

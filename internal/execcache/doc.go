@@ -15,7 +15,9 @@
 //     so that a concurrent caller waits and then finds the answer stored. A stored answer
 //     is served byte for byte, except to a client that was already given it: client-go
 //     only runs a plugin again after the credential expired or the server answered 401,
-//     so such a call is a refresh and the entry is replaced. A valid answer is stored;
+//     so such a call is a refresh and the entry is replaced. A valid answer is stored:
+//     in the entry file, or with Options.Storage a keyring in the OS keyring (vault,
+//     internal/oskeyring), the entry file then keeping everything but the credential;
 //   - output: stdout, where a failing plugin's own stdout passes through too.
 //
 // List and Clear are for `--list` and `--clear`.

@@ -114,7 +114,7 @@ func Fetch(ctx context.Context, k Keyring, account string, ref Ref) ([]byte, err
 	defer r.Close()
 	data, err := io.ReadAll(io.LimitReader(r, maxInflated+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	if len(data) > maxInflated {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrNotFound, maxInflated)

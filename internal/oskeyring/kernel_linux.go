@@ -127,7 +127,7 @@ func (k *kernel) Accounts(_ context.Context) ([]string, error) {
 	prefix := k.service + ":"
 	var out []string
 	for len(buf) >= 4 {
-		id := int(int32(binary.NativeEndian.Uint32(buf)))
+		id := int(int32(binary.NativeEndian.Uint32(buf))) //nolint:gosec // key serials are int32 (key_serial_t)
 		buf = buf[4:]
 		d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, id)
 		if err != nil {
@@ -149,10 +149,10 @@ func kernelError(op string, err error) error {
 	e := &Error{Keyring: Kernel, Op: op, Err: err}
 	switch {
 	case errors.Is(err, unix.EDQUOT):
-		e.Err = fmt.Errorf("%w: the user's kernel key quota is used up (%v)", ErrTooBig, err)
+		e.Err = fmt.Errorf("%w: the user's kernel key quota is used up (%w)", ErrTooBig, err)
 		e.Hint = "see /proc/key-users and /proc/sys/kernel/keys/maxbytes and maxkeys; `keyctl show @u` lists the keys"
 	case errors.Is(err, unix.EINVAL) && strings.HasPrefix(op, "storing"):
-		e.Err = fmt.Errorf("%w: larger than a kernel key holds (%v)", ErrTooBig, err)
+		e.Err = fmt.Errorf("%w: larger than a kernel key holds (%w)", ErrTooBig, err)
 	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
 		e.Hint = "keyctl is not permitted here (containers often forbid it); use another --storage"
 	}

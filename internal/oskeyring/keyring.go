@@ -16,7 +16,7 @@ const (
 	SecretService     = "secret-service"
 	Kernel            = "kernel-keyring"
 	Keychain          = "keychain"
-	CredentialManager = "credential-manager"
+	CredentialManager = "credential-manager" //nolint:gosec // a keyring's name, not a credential
 )
 
 // DefaultTimeout bounds each call to a keyring (connecting included) when Config.Timeout is

@@ -91,7 +91,7 @@ func randomBytes(n int) []byte {
 
 // service returns a service name of t's own, so tests sharing the user keyring (or a
 // bus) see only their own items; they are removed when t ends.
-func service(t *testing.T, k func() Keyring) string {
+func service(t *testing.T) string {
 	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -146,7 +146,7 @@ func roundTrip(t *testing.T, k Keyring) {
 }
 
 func TestKernelRoundTrip(t *testing.T) {
-	k, err := Open(context.Background(), Kernel, Config{Service: service(t, nil)})
+	k, err := Open(context.Background(), Kernel, Config{Service: service(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestKernelRoundTrip(t *testing.T) {
 // the user keyring in its session, and by nobody else.
 func TestKernelKeyPermissionsAndTimeout(t *testing.T) {
 	ctx := context.Background()
-	k, err := Open(ctx, Kernel, Config{Service: service(t, nil)})
+	k, err := Open(ctx, Kernel, Config{Service: service(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestKernelQuotaAsUser(t *testing.T) {
 
 func TestSecretServiceRoundTrip(t *testing.T) {
 	ss := keyringtest.StartSecretService(t)
-	svc := service(t, nil)
+	svc := service(t)
 	k, err := Open(context.Background(), SecretService, Config{Service: svc, Environ: ss.Env})
 	if err != nil {
 		t.Fatal(err)
