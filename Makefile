@@ -25,8 +25,9 @@ deps: ## Install the Debian packages the tests need (SoftHSM2, ...); not root: s
 	hack/deps.sh
 
 .PHONY: build
-build: ## Build kplug into _output/bin
+build: ## Build kplug and kplug-exec-cache into _output/bin
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug ./cmd/kplug
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug-exec-cache ./cmd/kplug-exec-cache
 
 .PHONY: test
 test: deps tools test-unit test-e2e ## Unit tests with -race, then end-to-end tests (installs deps, builds tools first)
@@ -60,4 +61,4 @@ demo: tools build ## Start a control plane, show each mechanism against it, shut
 
 .PHONY: clean
 clean: ## Remove kplug build output (keeps the slow-to-build tools)
-	rm -f $(BIN)/kplug
+	rm -f $(BIN)/kplug $(BIN)/kplug-exec-cache

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/exectest"
 )
 
@@ -73,7 +73,7 @@ func TestInfoRoundTrip(t *testing.T) {
 		}
 		// The answer decodes as the client expects.
 		var out bytes.Buffer
-		exp := metav1.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		exp := wire.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 		if err := Write(&out, info, &execcred.Status{Token: "t", ExpirationTimestamp: &exp}); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestLoadInfoErrors(t *testing.T) {
 			t.Errorf("LoadInfo(%s) = %v, want %s", in, err, want)
 		}
 	}
-	if _, err := (&Info{APIVersion: execcred.V1}).RESTConfig(); err == nil {
+	if _, err := RESTConfig(&Info{APIVersion: execcred.V1}); err == nil {
 		t.Error("RESTConfig without cluster info succeeded")
 	}
 }
@@ -107,7 +107,7 @@ func TestLoadInfoErrors(t *testing.T) {
 func TestRESTConfig(t *testing.T) {
 	t.Parallel()
 	info := &Info{Cluster: &execcred.Cluster{Server: "https://k:6443", TLSServerName: "sni", CertificateAuthorityData: []byte("CA"), ProxyURL: "http://127.0.0.1:3128"}}
-	cfg, err := info.RESTConfig()
+	cfg, err := RESTConfig(info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestCache(t *testing.T) {
 			}
 			s := &execcred.Status{Token: token}
 			if !expiry.IsZero() {
-				e := metav1.NewTime(expiry)
+				e := wire.NewTime(expiry)
 				s.ExpirationTimestamp = &e
 			}
 			return s, nil

@@ -31,7 +31,7 @@ func Source(f Func, info Info) execcred.Source {
 		if status == nil {
 			return nil, fmt.Errorf("plugin: the plugin function returned no credential")
 		}
-		cred, err := status.Credential()
+		cred, err := execcred.FromStatus(status)
 		if err != nil {
 			return nil, fmt.Errorf("plugin: %w", err)
 		}

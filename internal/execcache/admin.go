@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
 )
@@ -118,15 +118,18 @@ func Clear(dir, command string, args []string) (int, error) {
 
 // describe says what kind of credential an answer holds, without any of it.
 func describe(apiVersion string, output []byte) string {
-	c, err := execcred.DecodeOutput(apiVersion, output)
+	s, err := wire.Parse(apiVersion, output)
 	if err != nil {
 		return "invalid"
 	}
+	cert, err := s.Check()
 	switch {
-	case c.Token != "" && c.Certificate != nil:
-		return fmt.Sprintf("token (%d bytes) and client certificate (CN=%s)", len(c.Token), c.Certificate.Leaf.Subject.CommonName)
-	case c.Certificate != nil:
-		return fmt.Sprintf("client certificate (CN=%s)", c.Certificate.Leaf.Subject.CommonName)
+	case err != nil:
+		return "invalid"
+	case s.Token != "" && cert != nil:
+		return fmt.Sprintf("token (%d bytes) and client certificate (CN=%s)", len(s.Token), cert.Leaf.Subject.CommonName)
+	case cert != nil:
+		return fmt.Sprintf("client certificate (CN=%s)", cert.Leaf.Subject.CommonName)
 	}
-	return fmt.Sprintf("token (%d bytes)", len(c.Token))
+	return fmt.Sprintf("token (%d bytes)", len(s.Token))
 }

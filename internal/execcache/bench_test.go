@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/exectest"
 )
 
@@ -18,14 +18,14 @@ import (
 func BenchmarkRunHit(b *testing.B) {
 	dir := b.TempDir()
 	p := exectest.New(b).Stdout(answerTemplate(""))
-	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	info, err := (&wire.Info{APIVersion: wire.V1}).Encode()
 	if err != nil {
 		b.Fatal(err)
 	}
 	var out bytes.Buffer
 	o := Options{
 		Command: os.Args[0], Args: []string{"-test.run=^$"}, Dir: filepath.Join(dir, "cache"), DefaultTTL: time.Hour,
-		Environ: append(append(os.Environ(), p.Env()...), execcred.InfoEnv+"="+string(info)),
+		Environ: append(append(os.Environ(), p.Env()...), wire.InfoEnv+"="+string(info)),
 		Stdout:  &out, Stderr: &out,
 	}
 	if err := Run(context.Background(), o); err != nil { // the miss that fills the cache

@@ -8,8 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // IgnoredEnv lists the environment variables left out of the cache key by default: they
@@ -17,7 +16,7 @@ import (
 // credential a plugin returns. A name ending in '*' is a prefix. KUBERNETES_EXEC_INFO is
 // keyed by its parts instead (the API version and the cluster).
 var IgnoredEnv = []string{
-	execcred.InfoEnv,
+	wire.InfoEnv,
 	"_", "PWD", "OLDPWD", "SHLVL", "PS1", "PS2", "PS4", "PROMPT_COMMAND", "HIST*",
 	"LINES", "COLUMNS", "TERM", "TERMINFO", "COLORTERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION",
 	"TERM_SESSION_ID", "TERMINAL_EMULATOR", "LS_COLORS", "LSCOLORS", "CLICOLOR", "WINDOWID",
@@ -34,12 +33,12 @@ var IgnoredEnv = []string{
 // keyDoc is what the cache key is a hash of. Field names are part of the on-disk format:
 // changing them changes every key (which only costs one run per entry).
 type keyDoc struct {
-	Schema     int               `json:"schema"`
-	Command    string            `json:"command"`
-	Args       []string          `json:"args"`
-	Env        []string          `json:"env"`
-	APIVersion string            `json:"apiVersion"`
-	Cluster    *execcred.Cluster `json:"cluster,omitempty"`
+	Schema     int           `json:"schema"`
+	Command    string        `json:"command"`
+	Args       []string      `json:"args"`
+	Env        []string      `json:"env"`
+	APIVersion string        `json:"apiVersion"`
+	Cluster    *wire.Cluster `json:"cluster,omitempty"`
 }
 
 const keySchema = 1
@@ -48,7 +47,7 @@ const keySchema = 1
 // arguments, the environment minus ignored names, the API version the client asked for,
 // and the cluster the client sent (provideClusterInfo). Two clusters the client tells apart
 // never share an entry, and no environment value is stored anywhere but in the hash.
-func Key(path string, args, env []string, info *plugin.Info, ignore []string) string {
+func Key(path string, args, env []string, info *wire.Info, ignore []string) string {
 	doc := keyDoc{
 		Schema:     keySchema,
 		Command:    path,

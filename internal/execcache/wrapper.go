@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
 )
@@ -102,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 	source := &wrapped{o: &o, path: path, interactive: o.Stdin != nil}
 	var src answerer = source
 	if info == nil {
-		log.Warn("exec-cache: " + execcred.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
+		log.Warn("exec-cache: " + wire.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
 	} else {
 		source.interactive = info.Interactive
 		src = &diskCache{o: &o, next: source, path: path, info: info, log: log}
@@ -159,7 +158,7 @@ type diskCache struct {
 	o    *Options
 	next answerer
 	path string // the wrapped plugin's resolved path, part of the key
-	info *plugin.Info
+	info *wire.Info
 	log  *slog.Logger
 }
 
@@ -229,7 +228,7 @@ func sweep(store *diskstore.Store, current string, now time.Time, log *slog.Logg
 }
 
 // lookup returns the locked entry if it may be served to this call, or else why not.
-func (o *Options) lookup(locked *diskstore.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, string) {
+func (o *Options) lookup(locked *diskstore.Locked, info *wire.Info, now time.Time, log *slog.Logger) (*entry, string) {
 	var e entry
 	err := locked.Load(&e)
 	switch {
@@ -245,26 +244,26 @@ func (o *Options) lookup(locked *diskstore.Locked, info *plugin.Info, now time.T
 	case e.servedTo(o.Client):
 		return nil, fmt.Sprintf("second call from the client %s it was served to: a refresh after a 401", o.Client)
 	}
-	if _, err := execcred.DecodeOutput(info.APIVersion, e.Output); err != nil {
+	if _, err := wire.Decode(info.APIVersion, e.Output); err != nil {
 		return nil, "invalid stored answer (replaced)"
 	}
 	return &e, ""
 }
 
 // store saves a successful answer if it may be cached; a reason not to is logged.
-func (o *Options) store(locked *diskstore.Locked, log *slog.Logger, info *plugin.Info, path string, out []byte, started time.Time) {
-	cred, err := execcred.DecodeOutput(info.APIVersion, out)
+func (o *Options) store(locked *diskstore.Locked, log *slog.Logger, info *wire.Info, path string, out []byte, started time.Time) {
+	status, err := wire.Decode(info.APIVersion, out)
 	if err != nil {
 		log.Warn("exec-cache: not caching the answer: it is not a valid ExecCredential", "err", err)
 		return
 	}
-	if cred.Proxy != nil {
+	if status.ProxyConfig != nil {
 		log.Debug("exec-cache: not caching an exec proxy answer: it points to a running proxy")
 		return
 	}
 	var expiration *time.Time
-	if !cred.Expiry.IsZero() {
-		expiration = &cred.Expiry
+	if t := status.ExpirationTimestamp; t != nil && !t.IsZero() {
+		expiration = &t.Time
 	}
 	until, ok := serveUntil(started, expiration, o.skew(), o.DefaultTTL)
 	if !ok {
@@ -286,17 +285,17 @@ func (o *Options) store(locked *diskstore.Locked, log *slog.Logger, info *plugin
 
 // execInfo parses the last KUBERNETES_EXEC_INFO in env, as the plugin would see it; nil
 // when it is unset or empty.
-func execInfo(env []string) (*plugin.Info, error) {
+func execInfo(env []string) (*wire.Info, error) {
 	value := ""
 	for _, kv := range env {
-		if name, v, ok := strings.Cut(kv, "="); ok && envName(name) == execcred.InfoEnv {
+		if name, v, ok := strings.Cut(kv, "="); ok && envName(name) == wire.InfoEnv {
 			value = v
 		}
 	}
 	if value == "" {
 		return nil, nil
 	}
-	info, err := plugin.LoadInfo(value)
+	info, err := wire.LoadInfo(value)
 	if err != nil {
 		return nil, &InfoError{Err: err}
 	}

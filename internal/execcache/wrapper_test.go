@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/testpki"
 )
@@ -215,11 +216,11 @@ func TestRunFailures(t *testing.T) {
 func TestRunBadInput(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	_, err := h.call(kubectlA, execcred.InfoEnv+`={"apiVersion":"client.authentication.k8s.io/v2","kind":"ExecCredential"}`)
+	_, err := h.call(kubectlA, wire.InfoEnv+`={"apiVersion":"client.authentication.k8s.io/v2","kind":"ExecCredential"}`)
 	if err == nil || err.Error() != `exec-cache: KUBERNETES_EXEC_INFO has unsupported apiVersion "client.authentication.k8s.io/v2"` {
 		t.Errorf("bad exec info: %v", err)
 	}
-	_, err = h.call(kubectlA, execcred.InfoEnv+`=garbage`)
+	_, err = h.call(kubectlA, wire.InfoEnv+`=garbage`)
 	if err == nil || !strings.HasPrefix(err.Error(), "exec-cache: KUBERNETES_EXEC_INFO is not an ExecCredential: ") {
 		t.Errorf("garbage exec info: %v", err)
 	}
