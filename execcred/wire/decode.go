@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	kjson "sigs.k8s.io/json"
@@ -53,6 +54,9 @@ func Parse(apiVersion string, stdout []byte) (*Status, error) {
 	}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &out); err != nil {
 		return nil, fmt.Errorf("decoding stdout: %w", err)
+	}
+	if out.Status != nil {
+		out.Status.Unknown = unknownFields(data)
 	}
 	switch {
 	case out.APIVersion == "":
@@ -133,4 +137,22 @@ func singleJSONValue(data []byte) error {
 		return errors.New("unexpected data after the ExecCredential object")
 	}
 	return nil
+}
+
+// unknownFields lists the status fields of a decoded object that Status does not know.
+func unknownFields(data []byte) []string {
+	var raw struct {
+		Status map[string]any `json:"status"`
+	}
+	if kjson.UnmarshalCaseSensitivePreserveInts(data, &raw) != nil {
+		return nil
+	}
+	var unknown []string
+	for name := range raw.Status {
+		if !slices.Contains(statusFields, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -37,7 +38,11 @@ func runExecCache(ctx context.Context, g *globals, c *execcache.Command, args []
 	})
 	var exitErr *execplugin.ExitError
 	var usage *execcache.UsageError
+	var recent *execcache.RecentFailureError
 	switch {
+	case errors.As(err, &recent):
+		fmt.Fprintf(g.io.Err, "Error: %v\n", err)
+		return &exitCodeError{code: recent.ExitCode()}
 	case errors.As(err, &exitErr):
 		// The plugin's stderr already passed through; its exit code becomes ours.
 		return &exitCodeError{code: exitErr.Code}

@@ -64,11 +64,19 @@ func list(dir string, now time.Time) ([]Listed, error) {
 			out = append(out, Listed{ID: s.ID, Credential: "unreadable", Corrupt: true, Stored: s.Modified})
 			continue
 		}
-		out = append(out, Listed{
+		l := Listed{
 			ID: s.ID, Command: e.Command, Args: redactArgs(e.Args), APIVersion: e.APIVersion, Server: e.Server,
 			Credential: describe(e.APIVersion, e.Output), Stored: e.Stored, Expiration: e.Expiration,
 			ServeUntil: e.ServeUntil, Servable: e.servable(now), Clients: len(e.Clients), args: e.Args,
-		})
+		}
+		if f := e.Failure; f != nil {
+			l.Credential = fmt.Sprintf("none: the plugin failed (exit code %d)", f.Code)
+			if f.Cancelled {
+				l.Credential = "none: the login was cancelled"
+			}
+			l.ServeUntil, l.Servable = f.Until, e.failing(now)
+		}
+		out = append(out, l)
 	}
 	slices.SortFunc(out, func(a, b Listed) int {
 		if c := strings.Compare(a.Command, b.Command); c != 0 {

@@ -22,6 +22,9 @@ import (
 // maxDefaultTTL bounds --default-ttl: an answer without expiry is never cached forever.
 const maxDefaultTTL = 24 * time.Hour
 
+// maxWindow bounds --failure-window and --wait-for-login.
+const maxWindow = 10 * time.Minute
+
 // Short and Long describe the command in help output.
 const (
 	Short = "Run an exec credential plugin through a cache shared by all client processes"
@@ -64,6 +67,9 @@ type Command struct {
 	lockTimeout time.Duration
 	timeout     time.Duration
 	ignoreEnv   []string
+	keyEnv      []string
+	failures    time.Duration
+	waitLogin   time.Duration
 	list        bool
 	clear       bool
 	all         bool
@@ -78,6 +84,9 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.DurationVar(&c.lockTimeout, "lock-timeout", DefaultLockTimeout, "wait this long for another process running the plugin for the same entry")
 	f.DurationVar(&c.timeout, "plugin-timeout", 0, "kill a non-interactive run of the wrapped plugin that takes longer (0: no limit)")
 	f.StringArrayVar(&c.ignoreEnv, "ignore-env", nil, "leave this environment variable (or NAME* prefix) out of the cache key, in addition to the built-in list; repeatable")
+	f.StringArrayVar(&c.keyEnv, "key-env", nil, "this environment variable (or NAME* prefix) chooses the plugin's identity: the key then holds only such variables (and a known plugin's own), so terminal and desktop share entries; repeatable")
+	f.DurationVar(&c.failures, "failure-window", DefaultFailureWindow, "after the wrapped plugin fails or its login is cancelled, answer callers for this entry with that failure for this long instead of running it again (0: off; at most 10m)")
+	f.DurationVar(&c.waitLogin, "wait-for-login", 0, "a caller without a terminal whose plugin fails waits this long for a login done in a terminal to land in the cache (0: fail at once; at most 10m)")
 	f.BoolVar(&c.list, "list", false, "list the cache entries (credentials redacted), of COMMAND if given")
 	f.BoolVar(&c.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
 	f.BoolVar(&c.all, "all", false, "with --clear: remove every entry")
@@ -139,7 +148,9 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		DefaultTTL:  c.defaultTTL,
 		LockTimeout: c.lockTimeout,
 		Timeout:     c.timeout,
-		IgnoreEnv:   c.ignoreEnv,
+		KeyEnv:      KeyEnv{Ignore: c.ignoreEnv, Declare: c.keyEnv},
+		Failures:    orNone(c.failures),
+		WaitLogin:   c.waitLogin,
 		Environ:     p.Environ,
 		Stdin:       stdin,
 		Stdout:      p.Stdout,
@@ -171,10 +182,19 @@ func (c *Command) validate(args []string) error {
 		return fmt.Errorf("invalid --lock-timeout %v: must be positive", c.lockTimeout)
 	case c.timeout < 0:
 		return fmt.Errorf("invalid --plugin-timeout %v: must not be negative", c.timeout)
+	case c.failures < 0 || c.failures > maxWindow:
+		return fmt.Errorf("invalid --failure-window %v: want 0 (off) up to %v", c.failures, maxWindow)
+	case c.waitLogin < 0 || c.waitLogin > maxWindow:
+		return fmt.Errorf("invalid --wait-for-login %v: want 0 (off) up to %v", c.waitLogin, maxWindow)
 	}
-	for _, name := range c.ignoreEnv {
-		if name == "" || name == "*" || strings.Contains(name, "=") {
-			return fmt.Errorf("invalid --ignore-env %q: want a variable name or a NAME* prefix", name)
+	for _, f := range []struct {
+		flag  string
+		names []string
+	}{{"--ignore-env", c.ignoreEnv}, {"--key-env", c.keyEnv}} {
+		for _, name := range f.names {
+			if name == "" || name == "*" || strings.Contains(name, "=") {
+				return fmt.Errorf("invalid %s %q: want a variable name or a NAME* prefix", f.flag, name)
+			}
 		}
 	}
 	return nil
@@ -248,7 +268,7 @@ func (c *Command) runClear(out io.Writer, dir string, args []string) error {
 	return err
 }
 
-// orNone maps --skew 0 (no skew) to Options' "none" (negative); its zero means the
+// orNone maps a flag's 0 (none) to Options' "none" (negative); its zero means the
 // default.
 func orNone(d time.Duration) time.Duration {
 	if d == 0 {
@@ -298,9 +318,13 @@ func Main(ctx context.Context, name string, args []string, p Process) int {
 	err := c.Run(ctx, fs.Args(), p)
 	var exitErr *execplugin.ExitError
 	var usage *UsageError
+	var recent *RecentFailureError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &recent):
+		fmt.Fprintf(p.Stderr, "Error: %v\n", err)
+		return recent.ExitCode()
 	case errors.As(err, &exitErr):
 		if exitErr.Code < 0 {
 			return 1 // killed by a signal
