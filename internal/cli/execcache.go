@@ -33,6 +33,7 @@ type execCacheOptions struct {
 	clear       bool
 	all         bool
 	output      string
+	kuberc      kubercOptions
 }
 
 func (o *execCacheOptions) AddFlags(cmd *cobra.Command) {
@@ -47,6 +48,7 @@ func (o *execCacheOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
 	f.BoolVar(&o.all, "all", false, "with --clear: remove every entry")
 	f.StringVarP(&o.output, "output", "o", "text", "--list output format: text or json")
+	o.kuberc.AddFlags(f)
 }
 
 func newExecCacheCommand(g *globals) *cobra.Command {
@@ -63,6 +65,12 @@ On a miss the wrapped plugin runs exactly as the client would run it (same envir
 and KUBERNETES_EXEC_INFO, the terminal for interactive logins, stderr passed through);
 its answer is printed unchanged and stored if it is a valid ExecCredential. A failing
 plugin's stdout, stderr and exit code come through as they were, and nothing is stored.
+
+The credential plugin policy of kuberc (credentialPluginPolicy, credentialPluginAllowlist)
+applies to the wrapped plugin as it applies to kplug: a plugin the policy does not allow
+is neither run nor served from the cache. kuberc is found as kubectl finds it (--kuberc,
+then $KUBERC, then ~/.kube/kuberc; KUBERC=off for none), but kubectl's own --kuberc flag
+does not reach a plugin: with it, set KUBERC instead.
 
 A credential the server rejected is not served again: a v1alpha1 client says so in
 spec.response, and a v1beta1 or v1 client that calls again while the answer it was given
@@ -100,6 +108,11 @@ func (o *execCacheOptions) run(ctx context.Context, g *globals, args []string) e
 	case o.clear:
 		return o.runClear(g.io.Out, dir, args)
 	}
+	// The client checked the policy against kplug; the wrapped command must pass it too.
+	rc, err := o.kuberc.load(g.log.Debug) // kubectl itself shows kuberc's warnings
+	if err != nil {
+		return err
+	}
 	err = execcache.Run(ctx, execcache.Options{
 		Command:     args[0],
 		Args:        args[1:],
@@ -115,6 +128,8 @@ func (o *execCacheOptions) run(ctx context.Context, g *globals, args []string) e
 		Stderr:      g.io.Err,
 		Client:      execcache.ClientOf(os.Getppid()),
 		Log:         g.log,
+		Policy:      rc.Policy(),
+		PolicyFile:  rc.Path,
 	})
 	var exitErr *execplugin.ExitError
 	if errors.As(err, &exitErr) {

@@ -20,9 +20,9 @@ import (
 // execCacheSetup is a control plane and a kubeconfig whose user runs the test plugin
 // through `kplug exec-cache`.
 type execCacheSetup struct {
-	cp                          *framework.ControlPlane
-	kplug, kubectl, kubeconfig  string
-	cacheDir, tokenFile, counts string
+	cp                                 *framework.ControlPlane
+	kplug, kubectl, kubeconfig, plugin string
+	cacheDir, tokenFile, counts        string
 }
 
 // newExecCacheSetup builds kplug and the test plugin, and writes a kubeconfig whose user
@@ -40,6 +40,7 @@ func newExecCacheSetup(t testing.TB, cp *framework.ControlPlane, pluginEnv ...cl
 		counts:    filepath.Join(dir, "count"),
 	}
 	plugin := buildBinary(t, dir, "./test/e2e/testplugin", "testplugin")
+	s.plugin = plugin
 	env := append([]clientcmdapi.ExecEnvVar{
 		{Name: "TEST_TOKEN_FILE", Value: s.tokenFile},
 		{Name: "TEST_COUNT_FILE", Value: s.counts},
