@@ -64,7 +64,7 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 	if o.output != "text" && o.output != "json" {
 		return &usageError{err: fmt.Errorf("invalid --output %q: want text or json", o.output), showHelp: true}
 	}
-	cfg, err := o.kubeconfig.restConfig()
+	cfg, err := o.kubeconfig.restConfig(g)
 	if err != nil {
 		return err
 	}

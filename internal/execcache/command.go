@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/execplugin"
 )
 
@@ -70,6 +71,7 @@ type Command struct {
 	keyEnv      []string
 	failures    time.Duration
 	waitLogin   time.Duration
+	kuberc      string
 	list        bool
 	clear       bool
 	all         bool
@@ -87,6 +89,7 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&c.keyEnv, "key-env", nil, "this environment variable (or NAME* prefix) chooses the plugin's identity: the key then holds only such variables (and a known plugin's own), so terminal and desktop share entries; repeatable")
 	f.DurationVar(&c.failures, "failure-window", DefaultFailureWindow, "after the wrapped plugin fails or its login is cancelled, answer callers for this entry with that failure for this long instead of running it again (0: off; at most 10m)")
 	f.DurationVar(&c.waitLogin, "wait-for-login", 0, "a caller without a terminal whose plugin fails waits this long for a login done in a terminal to land in the cache (0: fail at once; at most 10m)")
+	f.StringVar(&c.kuberc, "kuberc", "", "kuberc file whose credential plugin policy the wrapped plugin must pass (default: $KUBERC, then ~/.kube/kuberc; KUBERC=off for none)")
 	f.BoolVar(&c.list, "list", false, "list the cache entries (credentials redacted), of COMMAND if given")
 	f.BoolVar(&c.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
 	f.BoolVar(&c.all, "all", false, "with --clear: remove every entry")
@@ -136,6 +139,11 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 	case c.clear:
 		return c.runClear(p.Stdout, dir, args)
 	}
+	// The client checked its policy against kplug; the wrapped command must pass it too.
+	rc, err := c.loadKuberc(p)
+	if err != nil {
+		return err
+	}
 	var stdin *os.File
 	if p.Stdin != nil && term.IsTerminal(int(p.Stdin.Fd())) {
 		stdin = p.Stdin
@@ -157,7 +165,43 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		Stderr:      p.Stderr,
 		Client:      p.Client,
 		Log:         p.Log,
+		Policy:      rc.Policy(),
+		PolicyFile:  rc.Path,
 	})
+}
+
+// loadKuberc finds and reads kuberc as kubectl does (--kuberc, KUBERC, KUBECTL_KUBERC, the
+// home directory). A named file that is missing or unusable, or an invalid policy, is a
+// usage error; what kubectl warns about is logged at debug level, as kubectl shows it.
+func (c *Command) loadKuberc(p Process) (*kuberc.Loaded, error) {
+	getenv := func(name string) string { return lookupEnv(p.Environ, name) }
+	l, err := kuberc.Load(kuberc.Options{
+		Path:     c.kuberc,
+		Env:      getenv("KUBERC"),
+		Home:     kuberc.HomeDir(getenv),
+		Disabled: strings.EqualFold(getenv("KUBECTL_KUBERC"), "false"),
+	})
+	if l != nil && p.Log != nil {
+		for _, w := range l.Warnings {
+			p.Log.Debug(w)
+		}
+	}
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return l, nil
+}
+
+// lookupEnv returns the value of name in env (NAME=VALUE entries; the last one wins, as
+// for exec), or "".
+func lookupEnv(env []string, name string) string {
+	value := ""
+	for _, kv := range env {
+		if n, v, ok := strings.Cut(kv, "="); ok && envName(n) == envName(name) {
+			value = v
+		}
+	}
+	return value
 }
 
 func (c *Command) validate(args []string) error {

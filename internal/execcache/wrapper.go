@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
@@ -70,6 +71,12 @@ type Options struct {
 	Now func() time.Time
 	// Log gets debug detail (hits, misses, refreshes) and warnings; nil discards them.
 	Log *slog.Logger
+	// Policy is the client's credential plugin policy (kuberc), which the wrapped command
+	// must pass before it runs or an answer it produced is served, so that the wrapper
+	// does not launder it; PolicyFile names its kuberc file, for the error. The zero
+	// Policy allows every plugin.
+	Policy     kuberc.Policy
+	PolicyFile string
 }
 
 // InfoError says KUBERNETES_EXEC_INFO could not be understood.
@@ -100,11 +107,15 @@ func Run(ctx context.Context, o Options) error {
 	if o.Dir == "" {
 		return errors.New("exec-cache: no cache directory")
 	}
+	command, err := o.Policy.Check(o.Command)
+	if err != nil {
+		return &PolicyError{Policy: o.Policy, File: o.PolicyFile, Err: err}
+	}
 	info, err := execInfo(o.Environ)
 	if err != nil {
 		return err
 	}
-	path, err := execplugin.Resolve(o.Command, "")
+	path, err := execplugin.Resolve(command, "")
 	if err != nil {
 		return fmt.Errorf("exec-cache: %w", err)
 	}

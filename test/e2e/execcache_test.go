@@ -21,7 +21,7 @@ import (
 // through `kplug exec-cache`.
 type execCacheSetup struct {
 	cp                          *framework.ControlPlane
-	kplug, lean                 string // kplug and kplug-exec-cache
+	kplug, lean, plugin         string // kplug, kplug-exec-cache and the wrapped test plugin
 	kubectl, kubeconfig         string
 	cacheDir, tokenFile, counts string
 }
@@ -42,6 +42,7 @@ func newExecCacheSetup(t testing.TB, cp *framework.ControlPlane, pluginEnv ...cl
 		counts:    filepath.Join(dir, "count"),
 	}
 	plugin := buildBinary(t, dir, "./test/e2e/testplugin", "testplugin")
+	s.plugin = plugin
 	env := append([]clientcmdapi.ExecEnvVar{
 		{Name: "TEST_TOKEN_FILE", Value: s.tokenFile},
 		{Name: "TEST_COUNT_FILE", Value: s.counts},
