@@ -29,6 +29,9 @@ var IgnoredEnv = []string{
 	// One value per tab or shell: Windows Terminal, ConEmu, shell prompts and multiplexers.
 	"WT_SESSION", "WT_PROFILE_ID", "ConEmu*", "STARSHIP_SESSION_KEY", "STARSHIP_SHELL",
 	"POWERLINE_*", "ZELLIJ*", "WSLENV", "TERMUX_*", "OSC_*",
+	// Where kuberc is: its policy is checked before any lookup and never selects whose
+	// credential a plugin returns.
+	"KUBERC", "KUBECTL_KUBERC",
 }
 
 // identity says which environment variables choose whose credential a family of plugins
