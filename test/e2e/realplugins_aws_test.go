@@ -186,6 +186,12 @@ func newAWSCacheSetup(t *testing.T) *awsCacheSetup {
 			env: awsEnv(dir, "", s.credentials),
 		}
 	}
+	// With the exec extension, the plugin answers v1beta1 to a v1 request (see
+	// TestAWSIAMAuthenticatorParity).
+	users["extension"] = execBlock{
+		apiVersion: execcred.V1, command: s.kplug, clusterInfo: true, extension: `{"audience": "x"}`,
+		args: users["one"].args, env: users["one"].env,
+	}
 	writeExecKubeconfig(t, s.kubeconfig, "https://127.0.0.1:1", "", users)
 	return s
 }
@@ -290,6 +296,16 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 	}
 	if key := awsTokenKey(t, got[0]); key != awsKeyEnvC {
 		t.Errorf("concurrent clients: the token was signed with %s, want %s", key, awsKeyEnvC)
+	}
+
+	// An answer the client refuses is passed on, with a warning, and not stored.
+	for range 2 {
+		before := s.p.runs()
+		_, errOut, err := runEnv(t, hostEnv(s.home), s.kplug, "credential", "--kubeconfig", s.kubeconfig, "--context", "extension")
+		if exitCode(err) != 1 || !strings.Contains(errOut, "exec-cache: not caching the answer") ||
+			!strings.Contains(errOut, "plugin returned version client.authentication.k8s.io/v1beta1") || s.p.runs() != before+1 {
+			t.Errorf("a wrong answer through exec-cache: exit %d, %d runs\n%s", exitCode(err), s.p.runs()-before, errOut)
+		}
 	}
 
 	// --list shows one entry per identity (six), the credential redacted; no file in the
