@@ -186,6 +186,12 @@ func newAWSCacheSetup(t *testing.T) *awsCacheSetup {
 			env: awsEnv(dir, "", s.credentials),
 		}
 	}
+	// No -i: the cluster ID comes from KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID, which
+	// aws-iam-authenticator reads too.
+	users["env-cluster"] = execBlock{
+		apiVersion: execcred.V1beta1, command: s.kplug, env: users["one"].env,
+		args: []string{"exec-cache", "--cache-dir", s.cacheDir, "--", s.p.Path, "token"},
+	}
 	// With the exec extension, the plugin answers v1beta1 to a v1 request (see
 	// TestAWSIAMAuthenticatorParity).
 	users["extension"] = execBlock{
@@ -215,8 +221,10 @@ func (s *awsCacheSetup) credential(t *testing.T, context string, env ...string) 
 
 // TestAWSIAMAuthenticatorExecCache: `kplug exec-cache -- aws-iam-authenticator token -i C`
 // runs the plugin once for repeated calls, and never gives one identity's token to another:
-// another AWS_PROFILE, other access keys or another cluster ID each make a run of their own
-// and a token signed for them, and switching back is served from the cache.
+// another AWS_PROFILE, other access keys or another cluster ID (-i, or the environment's
+// KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID) each make a run of their own and a token signed
+// for them, and switching back is served from the cache. Each call is a `kplug credential`
+// process, a client of its own, with the environment a terminal would give it.
 func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 	s := newAWSCacheSetup(t)
 	type step struct {
@@ -241,6 +249,9 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 		{what: "cluster two", context: "two", key: awsKeyDefault, run: true},
 		{what: "back to cluster one", context: "one", key: awsKeyDefault, sameAs: "default profile"},
 		{what: "cluster two again", context: "two", key: awsKeyDefault, sameAs: "cluster two"},
+		{what: "cluster A from the environment", context: "env-cluster", env: []string{"KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID=cluster-a"}, key: awsKeyDefault, run: true},
+		{what: "cluster B from the environment", context: "env-cluster", env: []string{"KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID=cluster-b"}, key: awsKeyDefault, run: true},
+		{what: "back to cluster A", context: "env-cluster", env: []string{"KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID=cluster-a"}, key: awsKeyDefault, sameAs: "cluster A from the environment"},
 	}
 	tokens := map[string]string{}
 	for _, st := range steps {
@@ -269,8 +280,8 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 		}
 		tokens[st.what] = token
 	}
-	if n := s.p.runs(); n != 5 {
-		t.Errorf("%d runs in all, want 5: one per identity", n)
+	if n := s.p.runs(); n != 7 {
+		t.Errorf("%d runs in all, want 7: one per identity", n)
 	}
 
 	// Ten clients at once for a new identity: one run, one token.
@@ -308,7 +319,7 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 		}
 	}
 
-	// --list shows one entry per identity (six), the credential redacted; no file in the
+	// --list shows one entry per identity (eight), the credential redacted; no file in the
 	// cache holds a secret key.
 	out, errOut, err := runEnv(t, hostEnv(s.home), s.kplug, "exec-cache", "--cache-dir", s.cacheDir, "--list", "-o", "json", "--", s.p.Path)
 	if err != nil {
@@ -322,8 +333,8 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		t.Fatalf("--list -o json: %v\n%s", err, out)
 	}
-	if len(listed) != 6 {
-		t.Errorf("--list: %d entries, want 6\n%s", len(listed), out)
+	if len(listed) != 8 {
+		t.Errorf("--list: %d entries, want 8\n%s", len(listed), out)
 	}
 	for _, l := range listed {
 		if !l.Servable || !strings.HasPrefix(l.Credential, "token (") || strings.Contains(out, "k8s-aws-v1.") {
