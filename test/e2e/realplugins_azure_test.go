@@ -31,7 +31,7 @@ import (
 // workload identity, AZURE_AUTHORITY_HOST). With --disable-instance-discovery, MSAL asks
 // nothing of login.microsoftonline.com: it reads <authority>/<tenant>/v2.0/.well-known/
 // openid-configuration and posts a client credentials grant to its token_endpoint, over
-// TLS trusted through SSL_CERT_FILE (Go's system roots). azureIdP is that authority: the
+// TLS trusted through SSL_CERT_FILE (Go's system roots). azureIDP is that authority: the
 // test's own, issuing JWTs that the real kube-apiserver accepts through its structured
 // JWT authenticator, so that plugin -> kplug -> apiserver is real end to end.
 
@@ -42,10 +42,10 @@ const (
 	assertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 )
 
-// azureIdP is a Microsoft Entra ID stand-in for one tenant: OpenID discovery, its signing
+// azureIDP is a Microsoft Entra ID stand-in for one tenant: OpenID discovery, its signing
 // keys, and a token endpoint for the client credentials grant with a secret or a federated
 // assertion.
-type azureIdP struct {
+type azureIDP struct {
 	*httptest.Server
 	ca     *testpki.CA
 	issuer string
@@ -57,13 +57,13 @@ type azureIdP struct {
 	issued     int
 }
 
-func newAzureIdP(t *testing.T) *azureIdP {
+func newAzureIDP(t *testing.T) *azureIDP {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idp := &azureIdP{ca: testpki.NewTestCA(t, "azure-idp-ca"), key: key, secrets: map[string]string{}, assertions: map[string]string{}}
+	idp := &azureIDP{ca: testpki.NewTestCA(t, "azure-idp-ca"), key: key, secrets: map[string]string{}, assertions: map[string]string{}}
 	serving, err := idp.ca.IssueServing("idp", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -81,15 +81,15 @@ func newAzureIdP(t *testing.T) *azureIdP {
 }
 
 // authorityHost is what kubelogin's --authority-host takes (with its trailing slash).
-func (idp *azureIdP) authorityHost() string { return idp.URL + "/" }
+func (idp *azureIDP) authorityHost() string { return idp.URL + "/" }
 
-func (idp *azureIdP) tokensIssued() int {
+func (idp *azureIDP) tokensIssued() int {
 	idp.mu.Lock()
 	defer idp.mu.Unlock()
 	return idp.issued
 }
 
-func (idp *azureIdP) discovery(w http.ResponseWriter, _ *http.Request) {
+func (idp *azureIDP) discovery(w http.ResponseWriter, _ *http.Request) {
 	base := idp.URL + "/" + azureTenant
 	writeJSON(w, http.StatusOK, map[string]any{
 		"issuer":                                idp.issuer,
@@ -102,7 +102,7 @@ func (idp *azureIdP) discovery(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-func (idp *azureIdP) keys(w http.ResponseWriter, _ *http.Request) {
+func (idp *azureIDP) keys(w http.ResponseWriter, _ *http.Request) {
 	pub, err := idp.key.PublicKey.Bytes() // 0x04 || X || Y
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -118,7 +118,7 @@ func (idp *azureIdP) keys(w http.ResponseWriter, _ *http.Request) {
 // token answers the client credentials grant as Entra ID does: an access token for the
 // resource of the ".default" scope, for the client whose secret or federated token
 // matches, or the OAuth error.
-func (idp *azureIdP) token(w http.ResponseWriter, r *http.Request) {
+func (idp *azureIDP) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "error_description": err.Error()})
 		return
@@ -161,7 +161,7 @@ func (idp *azureIdP) token(w http.ResponseWriter, r *http.Request) {
 
 // mint signs an access token (ES256) for client, as Entra ID's v2 tokens for an
 // application: sub and appid are the client.
-func (idp *azureIdP) mint(client, audience string, lifetime time.Duration) (string, error) {
+func (idp *azureIDP) mint(client, audience string, lifetime time.Duration) (string, error) {
 	now := time.Now()
 	header, _ := json.Marshal(map[string]string{"alg": "ES256", "typ": "JWT", "kid": "k1"})
 	claims, _ := json.Marshal(map[string]any{
@@ -189,7 +189,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // authenticationConfig writes the apiserver's structured authentication configuration:
 // tokens of idp for the AKS server ID, users "azure:<sub>".
-func (idp *azureIdP) authenticationConfig(t *testing.T, dir string) string {
+func (idp *azureIDP) authenticationConfig(t *testing.T, dir string) string {
 	t.Helper()
 	doc, err := json.Marshal(map[string]any{
 		"apiVersion": "apiserver.config.k8s.io/v1",
@@ -215,7 +215,7 @@ func (idp *azureIdP) authenticationConfig(t *testing.T, dir string) string {
 
 // kubeloginSPN is the exec block of a service principal login through kubelogin at
 // command (prefixed by prefix, e.g. kplug exec-cache), env added to the common part.
-func kubeloginSPN(idp *azureIdP, home string, command string, prefix []string, env ...clientcmdapi.ExecEnvVar) *clientcmdapi.ExecConfig {
+func kubeloginSPN(idp *azureIDP, home string, command string, prefix []string, env ...clientcmdapi.ExecEnvVar) *clientcmdapi.ExecConfig {
 	args := append(prefix, "get-token", "--login", "spn", "--server-id", azureServerID, "--tenant-id", azureTenant,
 		"--authority-host", idp.authorityHost(), "--disable-instance-discovery")
 	return &clientcmdapi.ExecConfig{
@@ -229,7 +229,7 @@ func kubeloginSPN(idp *azureIdP, home string, command string, prefix []string, e
 
 // kubeloginEnv trusts the IdP's CA (Go reads SSL_CERT_FILE) and keeps kubelogin's own
 // files (its MSAL token cache, its authentication records) in home.
-func kubeloginEnv(idp *azureIdP, home string) []clientcmdapi.ExecEnvVar {
+func kubeloginEnv(idp *azureIDP, home string) []clientcmdapi.ExecEnvVar {
 	return []clientcmdapi.ExecEnvVar{
 		{Name: "SSL_CERT_FILE", Value: idp.ca.File},
 		{Name: "HOME", Value: home},
@@ -247,7 +247,7 @@ func TestAzureKubelogin(t *testing.T) {
 	bin := framework.ToolForTest(t, "kubelogin")
 	recorded := newRecordedPlugin(t, "kubelogin")
 	keepKubeloginKeyring(t)
-	idp := newAzureIdP(t)
+	idp := newAzureIDP(t)
 	dir := t.TempDir()
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{
 		{Flags: []string{"--authentication-config=" + idp.authenticationConfig(t, dir)}},
@@ -402,7 +402,7 @@ func TestAzureKubelogin(t *testing.T) {
 func TestAzureKubeloginParity(t *testing.T) {
 	p := newRecordedPlugin(t, "kubelogin")
 	keepKubeloginKeyring(t)
-	idp := newAzureIdP(t)
+	idp := newAzureIDP(t)
 	idp.secrets["app-one"] = "secret-one"
 	dir := t.TempDir()
 	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
