@@ -50,10 +50,12 @@ type identity struct {
 var identities = []identity{
 	{
 		// aws-iam-authenticator token and aws eks get-token: AWS_PROFILE, the static keys,
-		// AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONFIG_FILE, the region, ...
+		// AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONFIG_FILE, the region, ...; and
+		// aws-iam-authenticator's own KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID and
+		// DEFAULT_ROLE (its -i and -r).
 		name:     "aws",
 		commands: []string{"aws-iam-authenticator", "aws"},
-		env:      []string{"HOME", "AWS_*"},
+		env:      []string{"HOME", "AWS_*", "KUBERNETES_AWS_AUTHENTICATOR_*", "DEFAULT_ROLE"},
 	},
 	{
 		// gke-gcloud-auth-plugin and gcloud: CLOUDSDK_CONFIG, CLOUDSDK_CORE_ACCOUNT,
@@ -64,12 +66,14 @@ var identities = []identity{
 	},
 	{
 		// Azure/kubelogin and az: AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_CONFIG_DIR,
-		// AZURE_FEDERATED_TOKEN_FILE, AAD_SERVICE_PRINCIPAL_*, managed identity endpoints,
-		// and the token cache under KUBECACHEDIR. int128/kubelogin may be installed as
-		// kubelogin too; its identity is in its arguments and its token cache.
+		// AZURE_FEDERATED_TOKEN_FILE, AAD_SERVICE_PRINCIPAL_*, the Terraform ARM_* and Azure
+		// Pipelines variables kubelogin also reads, managed identity endpoints, and the
+		// token cache under KUBECACHEDIR. int128/kubelogin may be installed as kubelogin
+		// too; its identity is in its arguments and its token cache.
 		name:     "azure",
 		commands: []string{"kubelogin", "az"},
-		env:      []string{"HOME", "KUBECACHEDIR", "AZURE_*", "AAD_*", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_*", "IMDS_ENDPOINT"},
+		env: []string{"HOME", "KUBECACHEDIR", "AZURE_*", "AAD_*", "ARM_*", "AZURESUBSCRIPTION_*", "SYSTEM_ACCESSTOKEN",
+			"SYSTEM_OIDCREQUESTURI", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_*", "IMDS_ENDPOINT"},
 	},
 	{
 		// int128/kubelogin as a kubectl plugin: the issuer and client are arguments; the

@@ -1,31 +1,14 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kplug/kplug/test/e2e/framework"
 )
-
-// runEnv runs a command with extra environment entries.
-func runEnv(t *testing.T, env []string, name string, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	return out.String(), errOut.String(), err
-}
 
 // TestExecCacheKubercPolicy: real kubectl checks its kuberc credential plugin policy
 // against the command of the exec block, which with exec-cache is kplug, not the plugin
@@ -51,7 +34,7 @@ func TestExecCacheKubercPolicy(t *testing.T) {
 	allow, deny := kuberc("allow", s.kplug, s.plugin), kuberc("deny", s.kplug)
 	whoami := func(kuberc, context string) (string, string, error) {
 		t.Helper()
-		return runEnv(t, []string{"KUBERC=" + kuberc}, s.kubectl, "--kubeconfig", s.kubeconfig, "--context", context,
+		return runEnv(t, append(os.Environ(), "KUBERC="+kuberc), s.kubectl, "--kubeconfig", s.kubeconfig, "--context", context,
 			"auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
 	}
 
@@ -82,7 +65,7 @@ func TestExecCacheKubercPolicy(t *testing.T) {
 	if err == nil || !strings.Contains(errOut, notPermitted) {
 		t.Fatalf("kubectl without exec-cache: %v\n%s\nwant %s", err, errOut, notPermitted)
 	}
-	_, errOut, err = runEnv(t, []string{"KUBERC=" + deny}, s.kplug, "credential", "--kubeconfig", s.kubeconfig, "--context", "direct")
+	_, errOut, err = runEnv(t, append(os.Environ(), "KUBERC="+deny), s.kplug, "credential", "--kubeconfig", s.kubeconfig, "--context", "direct")
 	if code := exitCode(err); code != 1 || errOut != "Error: execcred: "+notPermitted+"\n" {
 		t.Fatalf("kplug credential: exit %d\n%s\nwant Error: execcred: %s", code, errOut, notPermitted)
 	}
