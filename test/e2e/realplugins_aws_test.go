@@ -367,6 +367,7 @@ func BenchmarkExecCacheAWSIAMAuthenticator(b *testing.B) {
 	bin := framework.ToolForTest(b, "aws-iam-authenticator")
 	dir := b.TempDir()
 	kplug := buildBinary(b, dir, "./cmd/kplug", "kplug")
+	lean := buildBinary(b, dir, "./cmd/kplug-exec-cache", "kplug-exec-cache")
 	cacheDir := filepath.Join(dir, "cache")
 	info, err := execcred.ExecInfo(execcred.V1beta1, false, nil, nil)
 	if err != nil {
@@ -386,6 +387,7 @@ func BenchmarkExecCacheAWSIAMAuthenticator(b *testing.B) {
 	}
 	plugin := []string{bin, "token", "-i", "bench-cluster"}
 	cached := append([]string{kplug, "exec-cache", "--cache-dir", cacheDir, "--"}, plugin...)
+	leanCached := append([]string{lean, "--cache-dir", cacheDir, "--"}, plugin...)
 	stored := func(b *testing.B) string { // the entry's ID and when it was stored
 		out, errOut, err := runEnv(b, env, kplug, "exec-cache", "--cache-dir", cacheDir, "--list", "-o", "json")
 		if err != nil {
@@ -411,7 +413,9 @@ func BenchmarkExecCacheAWSIAMAuthenticator(b *testing.B) {
 		{"client alone", func(b *testing.B) { client(b, "true") }},
 		{"aws-iam-authenticator alone", func(b *testing.B) { client(b, plugin...) }},
 		{"exec-cache warm", func(b *testing.B) { client(b, cached...) }},
+		{"kplug-exec-cache warm", func(b *testing.B) { client(b, leanCached...) }},
 		{"exec-cache cold", func(b *testing.B) { clearCache(b); client(b, cached...) }},
+		{"kplug-exec-cache cold", func(b *testing.B) { clearCache(b); client(b, leanCached...) }},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -420,7 +424,7 @@ func BenchmarkExecCacheAWSIAMAuthenticator(b *testing.B) {
 			for b.Loop() {
 				c.op(b)
 			}
-			if c.name == "exec-cache warm" && stored(b) != first {
+			if strings.HasSuffix(c.name, "warm") && stored(b) != first {
 				b.Fatal("a warm call ran the plugin: the entry was replaced")
 			}
 		})
