@@ -59,7 +59,7 @@ func DecodeOutput(apiVersion string, stdout []byte) (*Credential, error) {
 
 // FromStatus checks a plugin's answer as DecodeOutput does after decoding and returns the
 // credential it holds. It is how an in-process plugin's answer enters the pipeline
-// (execcred/plugin.Source).
+// (FuncSource).
 func FromStatus(s *Status) (*Credential, error) {
 	cert, err := s.Check()
 	if err != nil {

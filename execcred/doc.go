@@ -13,8 +13,8 @@
 //  2. Source. A Source has one method, Credential(ctx, rejected), in the spirit of
 //     oauth2.TokenSource. Plugin is the exec-backed source: each call checks the policy,
 //     runs the plugin once (through execplugin) with client-go's KUBERNETES_EXEC_INFO,
-//     environment and stdio, and decodes its answer into a Credential. execcred/plugin.Source runs a plugin
-//     function in-process instead. SourceFunc adapts any function.
+//     environment and stdio, and decodes its answer into a Credential. FuncSource runs a
+//     plugin function in-process instead. SourceFunc adapts any function.
 //  3. Decorators, each a Source wrapping a Source: Cache keeps the credential until it
 //     expires or the server rejects it, with one run for any number of concurrent callers
 //     and one cancellation policy (see Cache); RefreshAhead replaces it in the background

@@ -65,14 +65,15 @@ func ExampleRun() {
 	// logins: 1
 }
 
-// A plugin function used in-process, as the source of execcred's pipeline.
-func ExampleSource() {
+// A plugin function used in-process, as the source of execcred's pipeline
+// (execcred.FuncSource).
+func Example_inProcess() {
 	logins := 0
 	counted := func(ctx context.Context, info *plugin.Info) (*execcred.Status, error) {
 		logins++
 		return login(ctx, info)
 	}
-	src := &execcred.Cache{Source: plugin.Source(counted, plugin.Info{})}
+	src := &execcred.Cache{Source: execcred.FuncSource(counted, plugin.Info{})}
 	for range 3 {
 		cred, err := src.Credential(context.Background(), nil)
 		if err != nil {
