@@ -17,7 +17,7 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build the pinned etcd, kube-apiserver, kubectl, golangci-lint and apidiff into _output/bin (skips what is current)
+tools: ## Build the pinned etcd, kube-apiserver, kubectl, golangci-lint, apidiff and the real exec plugins (aws-iam-authenticator, kubelogin) into _output/bin (skips what is current)
 	hack/tools/build.sh
 
 .PHONY: deps
@@ -25,8 +25,9 @@ deps: ## Install the Debian packages the tests need (SoftHSM2, ...); not root: s
 	hack/deps.sh
 
 .PHONY: build
-build: ## Build kplug into _output/bin
+build: ## Build kplug and kplug-exec-cache into _output/bin
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug ./cmd/kplug
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug-exec-cache ./cmd/kplug-exec-cache
 
 .PHONY: test
 test: deps tools test-unit test-e2e ## Unit tests with -race, then end-to-end tests (installs deps, builds tools first)
@@ -60,4 +61,4 @@ demo: tools build ## Start a control plane, show each mechanism against it, shut
 
 .PHONY: clean
 clean: ## Remove kplug build output (keeps the slow-to-build tools)
-	rm -f $(BIN)/kplug
+	rm -f $(BIN)/kplug $(BIN)/kplug-exec-cache

@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+
+	"github.com/kplug/kplug/execcred/kuberc"
 )
 
 // InteractiveMode says whether a plugin may use the terminal.
@@ -39,6 +41,11 @@ type Config struct {
 	// LockFilePath, if set, is sent as spec.lockFilePath (v1beta1 and v1): the client
 	// supports exec proxies and holds an exclusive lock on this file while it lives.
 	LockFilePath string
+	// Policy is the credential plugin policy (kuberc's credentialPluginPolicy and
+	// credentialPluginAllowlist), checked before each run as client-go checks it; the zero
+	// Policy allows every plugin. kuberc.Load reads it as kubectl does; FromRESTConfig
+	// takes it from rest.Config.ExecProvider.PluginPolicy, where kubectl puts it.
+	Policy kuberc.Policy
 }
 
 // ConfigError says a configuration is invalid, so that no plugin ran: a Config that
@@ -75,7 +82,7 @@ func (c *Config) validate() error {
 			return errors.New("exec plugin: env variable name must be specified")
 		}
 	}
-	return nil
+	return c.Policy.Validate() // "invalid plugin policy: ...", as client-go says it
 }
 
 // FromRESTConfig builds a Config from a client-go config whose ExecProvider is set, e.g. one
@@ -105,6 +112,7 @@ func fromRESTConfig(cfg *rest.Config) (*Config, error) {
 		APIVersion:      ep.APIVersion,
 		InstallHint:     ep.InstallHint,
 		InteractiveMode: InteractiveMode(ep.InteractiveMode),
+		Policy:          policyOf(ep.PluginPolicy),
 	}
 	if c.InteractiveMode == "" && (c.APIVersion == V1beta1 || c.APIVersion == V1alpha1) {
 		c.InteractiveMode = IfAvailable

@@ -7,12 +7,14 @@
 //  1. Configuration. Config describes one plugin (command, arguments, env, API version:
 //     v1, v1beta1 or the original v1alpha1, interactive mode, cluster); FromRESTConfig
 //     builds one from a client-go *rest.Config loaded by clientcmd. It is validated once,
-//     when a Plugin is made.
+//     when a Plugin is made. Its Policy is the credential plugin policy of kubectl's
+//     kuberc (package execcred/kuberc reads it; SetPolicy puts it on a *rest.Config, as
+//     kubectl does).
 //  2. Source. A Source has one method, Credential(ctx, rejected), in the spirit of
-//     oauth2.TokenSource. Plugin is the exec-backed source: each call runs the plugin once
-//     (through execplugin) with client-go's KUBERNETES_EXEC_INFO, environment and stdio,
-//     and decodes its answer into a Credential. execcred/plugin.Source runs a plugin
-//     function in-process instead. SourceFunc adapts any function.
+//     oauth2.TokenSource. Plugin is the exec-backed source: each call checks the policy,
+//     runs the plugin once (through execplugin) with client-go's KUBERNETES_EXEC_INFO,
+//     environment and stdio, and decodes its answer into a Credential. FuncSource runs a
+//     plugin function in-process instead. SourceFunc adapts any function.
 //  3. Decorators, each a Source wrapping a Source: Cache keeps the credential until it
 //     expires or the server rejects it, with one run for any number of concurrent callers
 //     and one cancellation policy (see Cache); RefreshAhead replaces it in the background
@@ -30,5 +32,6 @@
 //
 // Errors say what failed, on which plugin: Plugin's are *PluginError, unwrapping to
 // execplugin's typed errors (*execplugin.ExitError, *execplugin.NotFoundError,
-// *execplugin.TimeoutError, ...) or to the decoding error; Backoff's are *BackoffError.
+// *execplugin.TimeoutError, ...), to a *kuberc.DeniedError, or to the decoding error;
+// Backoff's are *BackoffError.
 package execcred

@@ -14,15 +14,17 @@ import (
 )
 
 // Metrics records client-go's exec plugin metrics, with client-go's names, labels and
-// label values, as an observer at two edges of the pipeline: ObserveCall is the runner's
-// hook (one count per plugin run, with its exit code), and ObserveCredentials wraps a
-// source to see each new credential (certificate expiry and rotation, exec proxies). One
-// Metrics can serve many pipelines. It is safe for concurrent use.
+// label values, as an observer at the edges of the pipeline: ObserveCall is the runner's
+// hook (one count per plugin run, with its exit code), ObservePolicy the Host's hook (one
+// count per policy check), and ObserveCredentials wraps a source to see each new
+// credential (certificate expiry and rotation, exec proxies). One Metrics can serve many
+// pipelines. It is safe for concurrent use.
 type Metrics struct {
 	calls    *prometheus.CounterVec
 	rotation prometheus.Histogram
 	ttl      prometheus.GaugeFunc
 	proxies  prometheus.Counter
+	policy   *prometheus.CounterVec
 
 	mu       sync.Mutex
 	notAfter map[*observed]time.Time // current leaf expiry of each observed source with a certificate
@@ -49,6 +51,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "rest_client_exec_plugin_with_proxy_call_total",
 			Help: "Number of exec plugin calls that answered with an exec proxy (KEP-2718).",
 		}),
+		policy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rest_client_exec_plugin_policy_call_total",
+			Help: "Number of comparisons of an exec plugin to the plugin policy and allowlist (if any), partitioned by whether or not the policy permits the plugin",
+		}, []string{"status"}),
 		notAfter: map[*observed]time.Time{},
 		now:      time.Now,
 	}
@@ -59,6 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, err := range []error{
 		metrics.Register(reg, &m.calls), metrics.Register(reg, &m.rotation),
 		metrics.Register(reg, &m.ttl), metrics.Register(reg, &m.proxies),
+		metrics.Register(reg, &m.policy),
 	} {
 		if err != nil {
 			return nil, err
@@ -91,6 +98,18 @@ func (m *Metrics) ObserveCall(c execplugin.Call) {
 		code, status = strconv.Itoa(c.ExitCode), statusExecutionError
 	}
 	m.calls.WithLabelValues(code, status).Inc()
+}
+
+// ObservePolicy counts one credential plugin policy check in
+// rest_client_exec_plugin_policy_call_total{status="allowed"|"denied"}; set it as the
+// Host's ObservePolicy hook. client-go declares this counter but, at 1.36, never exports
+// it (its label names do not match the value it passes, and it is not registered).
+func (m *Metrics) ObservePolicy(allowed bool) {
+	status := "denied"
+	if allowed {
+		status = "allowed"
+	}
+	m.policy.WithLabelValues(status).Inc()
 }
 
 // ObserveCredentials returns src observed: each credential it returns is a new one (put

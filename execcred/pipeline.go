@@ -34,7 +34,8 @@ type Options struct {
 //	Cache                        one run for concurrent callers; kept until expiry or a 401
 //	RefreshAhead                 unless RefreshBefore < 0: replaced in the background
 //
-// Metrics.ObserveCall is set on a copy of Host.Runner to count runs. Put the result in a
+// Metrics.ObserveCall is set on a copy of Host.Runner to count runs, and
+// Metrics.ObservePolicy as Host.ObservePolicy. Put the result in a
 // Transport (HTTPTransport, ConfigFor); its Credential method is what Transport calls.
 func New(cfg Config, o Options) (Source, error) {
 	host := o.Host
@@ -45,6 +46,7 @@ func New(cfg Config, o Options) (Source, error) {
 		}
 		runner.Observe = o.Metrics.ObserveCall
 		host.Runner = &runner
+		host.ObservePolicy = o.Metrics.ObservePolicy
 	}
 	plugin, err := NewPlugin(cfg, host)
 	if err != nil {

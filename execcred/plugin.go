@@ -30,6 +30,9 @@ type Host struct {
 	// Timeout bounds non-interactive runs; the plugin's process group is killed when it
 	// passes. Zero means no timeout, as in client-go.
 	Timeout time.Duration
+	// ObservePolicy, if set, is told the outcome of each credential plugin policy check
+	// (Config.Policy), one per attempted run; Metrics.ObservePolicy counts them.
+	ObservePolicy func(allowed bool)
 }
 
 // Plugin is the exec-backed Source: each call runs the configured plugin once, through
@@ -41,7 +44,7 @@ type Plugin struct {
 	host Host
 }
 
-// NewPlugin validates cfg and returns a Plugin.
+// NewPlugin validates cfg (its policy included) and returns a Plugin.
 func NewPlugin(cfg Config, host Host) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -51,7 +54,9 @@ func NewPlugin(cfg Config, host Host) (*Plugin, error) {
 
 // Credential runs the plugin once and decodes its answer. A v1alpha1 plugin is sent
 // rejected.Response as spec.response; later versions are not told why they run. ctx ends
-// the run (the plugin's process group is killed). Every error is a *PluginError.
+// the run (the plugin's process group is killed). The plugin runs only if Config.Policy
+// allows it, checked each time, after the interactive mode as in client-go; a denial
+// unwraps to a *kuberc.DeniedError. Every error is a *PluginError.
 func (p *Plugin) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
 	var response *Response
 	if rejected != nil {
@@ -79,8 +84,12 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: encoding %s: %w", p.cfg.Command, InfoEnv, err)
 	}
+	path, err := p.allowed()
+	if err != nil {
+		return nil, err // client-go's words; the plugin did not run
+	}
 	cmd := execplugin.Command{
-		Path:        p.cfg.Command,
+		Path:        path,
 		Args:        p.cfg.Args,
 		BaseDir:     p.cfg.BaseDir,
 		Env:         p.cfg.Env,

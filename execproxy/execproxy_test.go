@@ -52,7 +52,7 @@ func selfProxy() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	upstream, err := info.RESTConfig()
+	upstream, err := execcred.ClusterConfig(info)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

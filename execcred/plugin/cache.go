@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/diskstore"
 )
 
@@ -46,14 +46,14 @@ func DefaultCacheDir(name string) (string, error) {
 }
 
 type entry struct {
-	Status  *execcred.Status `json:"status"`
-	Expires time.Time        `json:"expires"`
+	Status  *wire.Status `json:"status"`
+	Expires time.Time    `json:"expires"`
 }
 
 // Do returns the credential cached under key if it is still valid, or else takes the
 // key's file lock, looks again (another process may have just fetched it), and calls fetch.
 // A successful result is stored; a failed one never is.
-func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) (*execcred.Status, error)) (*execcred.Status, error) {
+func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) (*wire.Status, error)) (*wire.Status, error) {
 	if c.Dir == "" {
 		return nil, errors.New("plugin: Cache.Dir is empty")
 	}
@@ -87,13 +87,13 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 // Run or Source. When the client says the credential was rejected (info.Response, sent by
 // v1alpha1 clients), the entry is dropped first, so that f runs.
 func (c *Cache) Wrap(key string, f Func) Func {
-	return func(ctx context.Context, info *Info) (*execcred.Status, error) {
+	return func(ctx context.Context, info *Info) (*wire.Status, error) {
 		if info.Response != nil {
 			if err := c.Delete(key); err != nil {
 				return nil, err
 			}
 		}
-		return c.Do(ctx, key, func(ctx context.Context) (*execcred.Status, error) { return f(ctx, info) })
+		return c.Do(ctx, key, func(ctx context.Context) (*wire.Status, error) { return f(ctx, info) })
 	}
 }
 
@@ -115,7 +115,7 @@ func (c *Cache) valid(e entry) bool {
 }
 
 // expiry says until when s may be served from the cache.
-func (c *Cache) expiry(s *execcred.Status) (time.Time, bool) {
+func (c *Cache) expiry(s *wire.Status) (time.Time, bool) {
 	if s.ExpirationTimestamp != nil {
 		return s.ExpirationTimestamp.Time, true
 	}

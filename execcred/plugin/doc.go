@@ -1,6 +1,6 @@
 // Package plugin is the SDK for exec credential plugins: a plugin is a Func, from what the
 // client said (Info, read from KUBERNETES_EXEC_INFO: the API version it wants, whether it is
-// interactive, the cluster) to a credential (execcred.Status), and the pieces around it
+// interactive, the cluster) to a credential (wire.Status), and the pieces around it
 // take care of the protocol:
 //
 //   - Main makes a Func the whole program (Run is one run, for tests and wrappers): it reads
@@ -10,8 +10,13 @@
 //     login is not repeated by every kubectl invocation, and concurrent invocations wait
 //     for one login (a file lock) instead of each starting their own. Cache.Do is the same
 //     for code that is not a Func.
-//   - Source runs a Func in-process as an execcred.Source, so that a Go program can use a
-//     plugin without a process, under execcred's decorators and transport.
+//   - execcred.FuncSource runs a Func in-process as an execcred.Source, so that a Go program
+//     can use a plugin without a process, under execcred's decorators and transport, and
+//     execcred.ClusterConfig turns the cluster a client sent into a client-go config.
 //
-// The package example is a complete plugin; ExampleSource uses one in-process.
+// The package depends on execcred/wire, not on execcred or client-go, so that a plugin
+// written with it starts as fast as Go allows (a client runs it on every command).
+//
+// The package example is a complete plugin; execcred's ExampleFuncSource uses one
+// in-process.
 package plugin

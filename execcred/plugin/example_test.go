@@ -7,15 +7,14 @@ import (
 	"os"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // login stands for the expensive part of a plugin: a browser login, a call to a cloud.
 func login(_ context.Context, info *plugin.Info) (*execcred.Status, error) {
-	expiry := metav1.NewTime(time.Now().Add(time.Hour))
+	expiry := wire.NewTime(time.Now().Add(time.Hour))
 	return &execcred.Status{Token: "token-for-" + info.APIVersion, ExpirationTimestamp: &expiry}, nil
 }
 
@@ -66,14 +65,15 @@ func ExampleRun() {
 	// logins: 1
 }
 
-// A plugin function used in-process, as the source of execcred's pipeline.
-func ExampleSource() {
+// A plugin function used in-process, as the source of execcred's pipeline
+// (execcred.FuncSource).
+func Example_inProcess() {
 	logins := 0
 	counted := func(ctx context.Context, info *plugin.Info) (*execcred.Status, error) {
 		logins++
 		return login(ctx, info)
 	}
-	src := &execcred.Cache{Source: plugin.Source(counted, plugin.Info{})}
+	src := &execcred.Cache{Source: execcred.FuncSource(counted, plugin.Info{})}
 	for range 3 {
 		cred, err := src.Credential(context.Background(), nil)
 		if err != nil {

@@ -16,9 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/exectest"
 )
 
@@ -33,7 +32,7 @@ func TestMain(m *testing.M) {
 func cachedLogin() int {
 	dir := os.Getenv(exectest.Env)
 	cache := &Cache{Dir: filepath.Join(dir, "cache"), TTL: time.Hour}
-	slowLogin := func(context.Context, *Info) (*execcred.Status, error) {
+	slowLogin := func(context.Context, *Info) (*wire.Status, error) {
 		f, err := os.OpenFile(filepath.Join(dir, "logins"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, err
@@ -41,9 +40,9 @@ func cachedLogin() int {
 		_, _ = f.Write([]byte("x"))
 		_ = f.Close()
 		time.Sleep(300 * time.Millisecond)
-		return &execcred.Status{Token: "shared"}, nil
+		return &wire.Status{Token: "shared"}, nil
 	}
-	if err := Run(context.Background(), cache.Wrap("k", slowLogin), os.Getenv(execcred.InfoEnv), os.Stdout); err != nil {
+	if err := Run(context.Background(), cache.Wrap("k", slowLogin), os.Getenv(wire.InfoEnv), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -52,14 +51,14 @@ func cachedLogin() int {
 
 func TestInfoRoundTrip(t *testing.T) {
 	t.Parallel()
-	cluster := &execcred.Cluster{Server: "https://k.example:6443", TLSServerName: "sni", CertificateAuthorityData: []byte("CA"), ProxyURL: "socks5://127.0.0.1:1080", Config: []byte(`{"audience":"a"}`)}
-	for _, v := range []string{execcred.V1, execcred.V1beta1, execcred.V1alpha1} {
-		var resp *execcred.Response
+	cluster := &wire.Cluster{Server: "https://k.example:6443", TLSServerName: "sni", CertificateAuthorityData: []byte("CA"), ProxyURL: "socks5://127.0.0.1:1080", Config: []byte(`{"audience":"a"}`)}
+	for _, v := range []string{wire.V1, wire.V1beta1, wire.V1alpha1} {
+		var resp *wire.Response
 		cl := cluster
-		if v == execcred.V1alpha1 {
-			resp, cl = &execcred.Response{Code: 401, Header: map[string][]string{"X": {"y"}}}, nil
+		if v == wire.V1alpha1 {
+			resp, cl = &wire.Response{Code: 401, Header: map[string][]string{"X": {"y"}}}, nil
 		}
-		raw, err := execcred.ExecInfo(v, true, cl, resp)
+		raw, err := (&wire.Info{APIVersion: v, Interactive: true, Cluster: cl, Response: resp}).Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,12 +72,12 @@ func TestInfoRoundTrip(t *testing.T) {
 		}
 		// The answer decodes as the client expects.
 		var out bytes.Buffer
-		exp := metav1.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		if err := Write(&out, info, &execcred.Status{Token: "t", ExpirationTimestamp: &exp}); err != nil {
+		exp := wire.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		if err := Write(&out, info, &wire.Status{Token: "t", ExpirationTimestamp: &exp}); err != nil {
 			t.Fatal(err)
 		}
-		cred, err := execcred.DecodeOutput(v, out.Bytes())
-		if err != nil || cred.Token != "t" || !cred.Expiry.Equal(exp.Time) {
+		cred, err := wire.Decode(v, out.Bytes())
+		if err != nil || cred.Token != "t" || !cred.ExpirationTimestamp.Equal(exp.Time) {
 			t.Errorf("%s: client decodes %v, %v", v, cred, err)
 		}
 	}
@@ -87,7 +86,7 @@ func TestInfoRoundTrip(t *testing.T) {
 func TestLoadInfoErrors(t *testing.T) {
 	t.Parallel()
 	info, err := LoadInfo("")
-	if err != nil || info.APIVersion != execcred.V1beta1 || info.FromClient {
+	if err != nil || info.APIVersion != wire.V1beta1 || info.FromClient {
 		t.Errorf("empty: %+v %v", info, err)
 	}
 	for in, want := range map[string]string{
@@ -99,21 +98,6 @@ func TestLoadInfoErrors(t *testing.T) {
 			t.Errorf("LoadInfo(%s) = %v, want %s", in, err, want)
 		}
 	}
-	if _, err := (&Info{APIVersion: execcred.V1}).RESTConfig(); err == nil {
-		t.Error("RESTConfig without cluster info succeeded")
-	}
-}
-
-func TestRESTConfig(t *testing.T) {
-	t.Parallel()
-	info := &Info{Cluster: &execcred.Cluster{Server: "https://k:6443", TLSServerName: "sni", CertificateAuthorityData: []byte("CA"), ProxyURL: "http://127.0.0.1:3128"}}
-	cfg, err := info.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Host != "https://k:6443" || cfg.ServerName != "sni" || string(cfg.CAData) != "CA" || cfg.Proxy == nil {
-		t.Errorf("config %+v", cfg)
-	}
 }
 
 func TestCache(t *testing.T) {
@@ -122,22 +106,22 @@ func TestCache(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := &Cache{Dir: dir, Now: func() time.Time { return now }, Skew: 10 * time.Second}
 	fetches := 0
-	fetch := func(token string, expiry time.Time, err error) func(context.Context) (*execcred.Status, error) {
-		return func(context.Context) (*execcred.Status, error) {
+	fetch := func(token string, expiry time.Time, err error) func(context.Context) (*wire.Status, error) {
+		return func(context.Context) (*wire.Status, error) {
 			fetches++
 			if err != nil {
 				return nil, err
 			}
-			s := &execcred.Status{Token: token}
+			s := &wire.Status{Token: token}
 			if !expiry.IsZero() {
-				e := metav1.NewTime(expiry)
+				e := wire.NewTime(expiry)
 				s.ExpirationTimestamp = &e
 			}
 			return s, nil
 		}
 	}
 	ctx := context.Background()
-	get := func(f func(context.Context) (*execcred.Status, error)) string {
+	get := func(f func(context.Context) (*wire.Status, error)) string {
 		t.Helper()
 		s, err := c.Do(ctx, "key", f)
 		if err != nil {
@@ -149,7 +133,7 @@ func TestCache(t *testing.T) {
 	steps := []struct {
 		name    string
 		advance time.Duration
-		f       func(context.Context) (*execcred.Status, error)
+		f       func(context.Context) (*wire.Status, error)
 		want    string
 		fetches int
 	}{
@@ -199,7 +183,7 @@ func TestCache(t *testing.T) {
 func TestCacheSharedByProcesses(t *testing.T) {
 	t.Parallel()
 	p := exectest.New(t).Behaviour("cached-login")
-	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	info, err := (&wire.Info{APIVersion: wire.V1}).Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,11 +192,11 @@ func TestCacheSharedByProcesses(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			cmd := exec.Command(p.Path())
-			cmd.Env = append(append(os.Environ(), p.Env()...), execcred.InfoEnv+"="+string(info))
+			cmd.Env = append(append(os.Environ(), p.Env()...), wire.InfoEnv+"="+string(info))
 			out, err := cmd.Output()
 			if err == nil {
-				var cred *execcred.Credential
-				if cred, err = execcred.DecodeOutput(execcred.V1, out); err == nil && cred.Token != "shared" {
+				var cred *wire.Status
+				if cred, err = wire.Decode(wire.V1, out); err == nil && cred.Token != "shared" {
 					err = fmt.Errorf("token %q", cred.Token)
 				}
 			}
@@ -235,62 +219,21 @@ func TestCacheSharedByProcesses(t *testing.T) {
 	}
 }
 
-// TestSource: a plugin function in-process is told what a client would tell it (the 401
-// on a refresh included), and its answer is checked as a client checks a plugin's output.
-func TestSource(t *testing.T) {
-	t.Parallel()
-	var seen []*Info
-	answer := &execcred.Status{Token: "t"}
-	src := Source(func(_ context.Context, info *Info) (*execcred.Status, error) {
-		seen = append(seen, info)
-		return answer, nil
-	}, Info{Cluster: &execcred.Cluster{Server: "https://k"}})
-	ctx := context.Background()
-	first, err := src.Credential(ctx, nil)
-	if err != nil || first.Token != "t" {
-		t.Fatalf("first: %v, %v", first, err)
-	}
-	rejected := &execcred.Response{Code: 401}
-	if _, err := src.Credential(ctx, &execcred.Rejection{Credential: first, Response: rejected}); err != nil {
-		t.Fatal(err)
-	}
-	want := []*Info{
-		{APIVersion: execcred.V1, Cluster: &execcred.Cluster{Server: "https://k"}, FromClient: true},
-		{APIVersion: execcred.V1, Cluster: &execcred.Cluster{Server: "https://k"}, Response: rejected, FromClient: true},
-	}
-	if diff := cmp.Diff(want, seen); diff != "" {
-		t.Errorf("the function was told (-want +got):\n%s", diff)
-	}
-	for _, bad := range []struct {
-		status *execcred.Status
-		err    string
-	}{
-		{nil, "plugin: the plugin function returned no credential"},
-		{&execcred.Status{}, "plugin: exec plugin didn't return a token or cert/key pair"},
-		{&execcred.Status{ClientCertificateData: "x"}, "plugin: exec plugin returned only certificate or key, not both"},
-	} {
-		answer = bad.status
-		if _, err := src.Credential(ctx, nil); err == nil || err.Error() != bad.err {
-			t.Errorf("answer %+v: %v, want %s", bad.status, err, bad.err)
-		}
-	}
-}
-
 // TestWrapDropsARejectedEntry: a v1alpha1 client that says the credential was rejected gets
 // a fresh one, not the cached one.
 func TestWrapDropsARejectedEntry(t *testing.T) {
 	t.Parallel()
 	logins := 0
-	f := (&Cache{Dir: t.TempDir(), TTL: time.Hour}).Wrap("k", func(context.Context, *Info) (*execcred.Status, error) {
+	f := (&Cache{Dir: t.TempDir(), TTL: time.Hour}).Wrap("k", func(context.Context, *Info) (*wire.Status, error) {
 		logins++
-		return &execcred.Status{Token: fmt.Sprint("t", logins)}, nil
+		return &wire.Status{Token: fmt.Sprint("t", logins)}, nil
 	})
 	ctx := context.Background()
 	for i, info := range []*Info{
-		{APIVersion: execcred.V1alpha1},
-		{APIVersion: execcred.V1alpha1},
-		{APIVersion: execcred.V1alpha1, Response: &execcred.Response{Code: 401}},
-		{APIVersion: execcred.V1alpha1},
+		{APIVersion: wire.V1alpha1},
+		{APIVersion: wire.V1alpha1},
+		{APIVersion: wire.V1alpha1, Response: &wire.Response{Code: 401}},
+		{APIVersion: wire.V1alpha1},
 	} {
 		s, err := f(ctx, info)
 		if want := []string{"t1", "t1", "t2", "t2"}[i]; err != nil || s.Token != want {
@@ -302,11 +245,11 @@ func TestWrapDropsARejectedEntry(t *testing.T) {
 func TestRun(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	ok := func(context.Context, *Info) (*execcred.Status, error) { return &execcred.Status{Token: "t"}, nil }
+	ok := func(context.Context, *Info) (*wire.Status, error) { return &wire.Status{Token: "t"}, nil }
 	if err := Run(context.Background(), ok, "", &out); err != nil || out.String() != `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1","spec":{},"status":{"token":"t"}}`+"\n" {
 		t.Errorf("run by hand: %q, %v; want a v1beta1 answer", out.String(), err)
 	}
-	failing := func(context.Context, *Info) (*execcred.Status, error) { return nil, errors.New("login required") }
+	failing := func(context.Context, *Info) (*wire.Status, error) { return nil, errors.New("login required") }
 	if err := Run(context.Background(), failing, "", io.Discard); err == nil || err.Error() != "login required" {
 		t.Errorf("failing function: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // A cache directory of another user's (here uid 65534) is refused: Cache.Do neither
@@ -22,8 +22,8 @@ func TestCacheRefusesAnotherUsersDirectory(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "cache")
 	planted := &Cache{Dir: dir, TTL: time.Hour}
-	if _, err := planted.Do(context.Background(), "key", func(context.Context) (*execcred.Status, error) {
-		return &execcred.Status{Token: "planted"}, nil
+	if _, err := planted.Do(context.Background(), "key", func(context.Context) (*wire.Status, error) {
+		return &wire.Status{Token: "planted"}, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +31,9 @@ func TestCacheRefusesAnotherUsersDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	fetched := false
-	st, err := (&Cache{Dir: dir, TTL: time.Hour}).Do(context.Background(), "key", func(context.Context) (*execcred.Status, error) {
+	st, err := (&Cache{Dir: dir, TTL: time.Hour}).Do(context.Background(), "key", func(context.Context) (*wire.Status, error) {
 		fetched = true
-		return &execcred.Status{Token: "fresh"}, nil
+		return &wire.Status{Token: "fresh"}, nil
 	})
 	want := "plugin: cache directory: " + dir + " belongs to uid 65534, not to this user (uid 0)"
 	if err == nil || !strings.HasPrefix(err.Error(), want) || st != nil || fetched {

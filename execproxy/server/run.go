@@ -183,7 +183,7 @@ func readRequest(execInfo string) (*Request, *rest.Config, error) {
 	if req.LockFilePath == "" {
 		return req, nil, nil
 	}
-	upstream, err := info.RESTConfig()
+	upstream, err := execcred.ClusterConfig(info)
 	if err != nil {
 		return nil, nil, &ConfigError{Err: err}
 	}

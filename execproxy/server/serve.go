@@ -26,7 +26,7 @@ import (
 // client's request decides (see Func); a plugin that calls Serve itself sets them all.
 type Options struct {
 	// Upstream is the API server to forward to: Host, TLS settings and Proxy, as
-	// plugin.Info.RESTConfig() gives them. Without Proxy, HTTP(S)_PROXY and NO_PROXY apply.
+	// execcred.ClusterConfig gives them. Without Proxy, HTTP(S)_PROXY and NO_PROXY apply.
 	Upstream *rest.Config
 	// LockFilePath is the client's spec.lockFilePath: a regular file (not a link) that
 	// the client holds an exclusive flock on. Serve opens it once, at start, and returns

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pinned development tools (hack/tools/go.mod) into _output/bin. A tool is rebuilt
-# only when its inputs change: the modules its package is built from (paths, versions,
-# replacements), the Go version, its package and its flags; pinning another tool does not
-# rebuild kube-apiserver.
+# Builds the pinned development tools (hack/tools/go.mod) and the pinned releases of real
+# credential plugins (build_release, below) into _output/bin. A tool is rebuilt only when its
+# inputs change: the modules its package is built from (paths, versions, replacements), the
+# Go version, its package and its flags; pinning another tool does not rebuild kube-apiserver.
 # Built binaries are kept by that key in a cache outside the checkout
 # (KPLUG_TOOLS_CACHE, default ~/.cache/kplug/tools), so a fresh clone on the same machine
 # reuses them instead of spending twenty minutes rebuilding kube-apiserver.
@@ -23,20 +23,20 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 goversion=$(go version)
 
-build() {
-	local name=$1 pkg=$2 ldflags=${3:-}
-	local key modules
-	modules=$(go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
-	key=$(printf '%s\n%s\n%s\n%s\n' "$goversion" "$modules" "$pkg" "$ldflags" | sha256sum | cut -c1-32)
+# place NAME KEY BUILDER ARGS...: put the binary kept under KEY into _output/bin, running
+# `BUILDER ARGS... OUTPUT` to build it into the cache first when it is not there.
+place() {
+	local name=$1 key=$2
+	shift 2
 	if [[ -x "$out/$name" && "$(cat "$out/.$name.key" 2>/dev/null)" == "$key" ]]; then
 		echo "tools: $name is up to date" >&2
 		return
 	fi
 	local cached=$cache/$name-$key
 	if [[ ! -x "$cached" ]]; then
-		echo "tools: building $name from $pkg (kube-apiserver takes several minutes on 2 cores)..." >&2
+		echo "tools: building $name from ${*: -1} (kube-apiserver takes several minutes on 2 cores)..." >&2
 		local start=$SECONDS
-		go build -trimpath -ldflags "$ldflags" -o "$cached.tmp.$$" "$pkg"
+		"$@" "$cached.tmp.$$"
 		mv "$cached.tmp.$$" "$cached"
 		echo "tools: built $name in $((SECONDS - start))s" >&2
 	else
@@ -47,8 +47,46 @@ build() {
 	echo "$key" >"$out/.$name.key"
 }
 
+# build NAME PKG [LDFLAGS]: a package of a module pinned in hack/tools/go.mod.
+build() {
+	local name=$1 pkg=$2 ldflags=${3:-}
+	local key modules
+	modules=$(go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
+	key=$(printf '%s\n%s\n%s\n%s\n' "$goversion" "$modules" "$pkg" "$ldflags" | sha256sum | cut -c1-32)
+	place "$name" "$key" go_build "$ldflags" "$pkg"
+}
+
+go_build() { # LDFLAGS PKG OUTPUT
+	go build -trimpath -ldflags "$1" -o "$3" "$2"
+}
+
+# build_release NAME PKG VERSION: a program as its authors released it, for tests that run
+# real third-party plugins. `go install PKG@VERSION` builds it from that version's own go.mod
+# (no replacements, every module checked against the checksum database), so hack/tools/go.mod
+# and its k8s.io replace block never touch its dependencies, nor it theirs. That graph is
+# fixed by the version, so the Go version, package and version make the whole key.
+build_release() {
+	local name=$1 pkg=$2 version=$3
+	local key
+	key=$(printf '%s\n%s@%s\n' "$goversion" "$pkg" "$version" | sha256sum | cut -c1-32)
+	place "$name" "$key" go_install "$pkg@$version"
+}
+
+go_install() { # PKG@VERSION OUTPUT
+	local bin
+	bin=$(mktemp -d "$cache/.install.XXXXXX")
+	GOBIN=$bin go install -trimpath "$1"
+	mv "$bin/$(basename "${1%@*}")" "$2"
+	rmdir "$bin"
+}
+
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
 build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 build apidiff golang.org/x/exp/cmd/apidiff
+# Real exec credential plugins that test/e2e runs through kplug (docs/exec-credentials.md,
+# "Tested with real plugins"). kubelogin v0.2.22 needs Go 1.26.10; v0.2.21 is the newest
+# that the Go here (go.mod: 1.26) builds.
+build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
+build_release kubelogin github.com/Azure/kubelogin v0.2.21

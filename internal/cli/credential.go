@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/execcache"
 )
 
 type credentialOptions struct {
@@ -63,7 +64,7 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 	if o.output != "text" && o.output != "json" {
 		return &usageError{err: fmt.Errorf("invalid --output %q: want text or json", o.output), showHelp: true}
 	}
-	cfg, err := o.kubeconfig.restConfig()
+	cfg, err := o.kubeconfig.restConfig(g)
 	if err != nil {
 		return err
 	}
@@ -121,14 +122,14 @@ func printCredential(out io.Writer, s credentialSummary, now time.Time) error {
 		fmt.Fprintf(out, "token:       %s\n", s.Token)
 	}
 	if s.Expiration != nil {
-		fmt.Fprintf(out, "expires:     %s (%s)\n", s.Expiration.Format(time.RFC3339), relative(*s.Expiration, now))
+		fmt.Fprintf(out, "expires:     %s (%s)\n", s.Expiration.Format(time.RFC3339), execcache.Relative(*s.Expiration, now))
 	} else {
 		fmt.Fprintf(out, "expires:     never (kept until the server rejects it)\n")
 	}
 	if c := s.Certificate; c != nil {
 		fmt.Fprintf(out, "subject:     %s\n", c.Subject)
 		fmt.Fprintf(out, "issuer:      %s\n", c.Issuer)
-		_, err := fmt.Fprintf(out, "not after:   %s (%s)\n", c.NotAfter.Format(time.RFC3339), relative(c.NotAfter, now))
+		_, err := fmt.Fprintf(out, "not after:   %s (%s)\n", c.NotAfter.Format(time.RFC3339), execcache.Relative(c.NotAfter, now))
 		return err
 	}
 	return nil
@@ -148,18 +149,4 @@ func subject(c *x509.Certificate) string {
 		s += ",O=" + o
 	}
 	return s
-}
-
-func relative(t, now time.Time) string {
-	d := t.Sub(now).Round(time.Second)
-	format := func(d time.Duration) string {
-		if d >= 48*time.Hour {
-			return fmt.Sprintf("%d days", d/(24*time.Hour))
-		}
-		return d.String()
-	}
-	if d < 0 {
-		return "expired " + format(-d) + " ago"
-	}
-	return "in " + format(d)
 }

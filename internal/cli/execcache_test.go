@@ -31,6 +31,9 @@ func TestExecCacheUsageErrors(t *testing.T) {
 		{[]string{"exec-cache", "--ignore-env=A=B", "--", "x"}, `invalid --ignore-env "A=B": want a variable name or a NAME* prefix`},
 		{[]string{"exec-cache", "--skew", "soon", "--", "x"}, `invalid argument "soon" for "--skew" flag: time: invalid duration "soon"`},
 		{[]string{"exec-cache", "--storage", "disk", "--", "x"}, `invalid --storage "disk": want one of file, keyring, secret-service, kernel-keyring, none`},
+		{[]string{"exec-cache", "--key-env=*", "--", "x"}, `invalid --key-env "*": want a variable name or a NAME* prefix`},
+		{[]string{"exec-cache", "--failure-window=11m", "--", "x"}, "invalid --failure-window 11m0s: want 0 (off) up to 10m0s"},
+		{[]string{"exec-cache", "--wait-for-login=-1s", "--", "x"}, "invalid --wait-for-login -1s: want 0 (off) up to 10m0s"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := run(t, tt.args...)
@@ -80,14 +83,19 @@ $`)
 		t.Errorf("--clear: code %d, stdout %q", code, out)
 	}
 
-	// A failing plugin: its stdout, stderr and exit code, as they were; nothing stored.
+	// A failing plugin: its stdout, stderr and exit code, as they were, and a word for a
+	// client without a terminal; then, within the failure window, its exit code and why.
 	plugin.Exit(4).Stderr("plugin: login required\n").Stdout(`{"kind":"Status"}`)
 	code, out, errOut = run(t, wrap...)
-	if code != 4 || out != `{"kind":"Status"}` || errOut != "plugin: login required\n" {
+	if code != 4 || out != `{"kind":"Status"}` || !strings.HasPrefix(errOut, "plugin: login required\nexec-cache: ") || !strings.Contains(errOut, " ran without a terminal") {
 		t.Errorf("failing plugin: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	code, out, errOut = run(t, wrap...)
+	if code != 4 || out != "" || !strings.Contains(errOut, "\nError: exec-cache: "+os.Args[0]+" failed with exit code 4 ") {
+		t.Errorf("within the failure window: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--clear", "--all")
-	if code != ExitOK || out != "removed 0 entries from "+dir+"\n" {
+	if code != ExitOK || out != "removed 1 entry from "+dir+"\n" {
 		t.Errorf("--clear --all after a failure: code %d, stdout %q", code, out)
 	}
 

@@ -50,6 +50,13 @@ func apiServer(t *testing.T) *httptest.Server {
 
 func writeKubeconfig(t *testing.T, srv *httptest.Server, credential string) string {
 	t.Helper()
+	path, _ := writePluginKubeconfig(t, srv, credential)
+	return path
+}
+
+// writePluginKubeconfig is writeKubeconfig, also returning the fake plugin.
+func writePluginKubeconfig(t *testing.T, srv *httptest.Server, credential string) (string, *exectest.Plugin) {
+	t.Helper()
 	plugin := exectest.New(t).Stdout(credential)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
@@ -83,7 +90,7 @@ current-context: exec
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return path, plugin
 }
 
 const tokenCredential = `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"secret-token-0123456789abcdef","expirationTimestamp":"2099-01-02T03:04:05Z"}}`

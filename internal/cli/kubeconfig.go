@@ -20,23 +20,35 @@ type kubeconfigOptions struct {
 	path    string
 	context string
 	timeout time.Duration
+	kuberc  kubercOptions
 }
 
 func (o *kubeconfigOptions) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.path, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	cmd.Flags().StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	cmd.Flags().DurationVar(&o.timeout, "plugin-timeout", time.Minute, "kill a non-interactive exec plugin that runs longer (0: no limit)")
+	o.kuberc.AddFlags(cmd.Flags())
 }
 
 // restConfig loads the context as kubectl would: KUBECONFIG merging, relative paths
-// against each file's directory. An unusable kubeconfig is a configuration error (exit 2).
-func (o *kubeconfigOptions) restConfig() (*rest.Config, error) {
+// against each file's directory, and kuberc's credential plugin policy on the exec
+// provider, where kplug's runtime and client-go's both enforce it. An unusable kubeconfig
+// or kuberc is a configuration error (exit 2).
+func (o *kubeconfigOptions) restConfig(g *globals) (*rest.Config, error) {
+	rc, err := o.kuberc.load(g.log.Warn)
+	if err != nil {
+		return nil, err
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.path
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
+	}
+	execcred.SetPolicy(cfg, rc.Policy())
+	if rc.Path != "" {
+		g.log.Debug("kuberc", "file", rc.Path, "credentialPluginPolicy", rc.Policy().String())
 	}
 	return cfg, nil
 }

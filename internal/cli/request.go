@@ -54,7 +54,7 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 	if err != nil {
 		return err
 	}
-	cfg, err := o.kubeconfig.restConfig()
+	cfg, err := o.kubeconfig.restConfig(g)
 	if err != nil {
 		return err
 	}

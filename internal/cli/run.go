@@ -39,7 +39,7 @@ kplug's.`,
 }
 
 func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
-	cfg, err := o.kubeconfig.restConfig()
+	cfg, err := o.kubeconfig.restConfig(g)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
 )
@@ -75,9 +75,17 @@ func list(dir string, now time.Time) ([]Listed, error) {
 			ServeUntil: e.ServeUntil, Servable: e.servable(now), Clients: len(e.Clients), args: e.Args,
 			keyring: e.Keyring,
 		}
-		if e.Keyring != nil {
+		switch f := e.Failure; {
+		case f != nil:
+			l.Storage = ""
+			l.Credential = fmt.Sprintf("none: the plugin failed (exit code %d)", f.Code)
+			if f.Cancelled {
+				l.Credential = "none: the login was cancelled"
+			}
+			l.ServeUntil, l.Servable = f.Until, e.failing(now)
+		case e.Keyring != nil:
 			l.Storage = e.Keyring.Name
-		} else {
+		default:
 			l.Credential = describe(e.APIVersion, e.Output)
 		}
 		out = append(out, l)
@@ -143,15 +151,18 @@ func Clear(ctx context.Context, dir string, environ []string, command string, ar
 
 // describe says what kind of credential an answer holds, without any of it.
 func describe(apiVersion string, output []byte) string {
-	c, err := execcred.DecodeOutput(apiVersion, output)
+	s, err := wire.Parse(apiVersion, output)
 	if err != nil {
 		return "invalid"
 	}
+	cert, err := s.Check()
 	switch {
-	case c.Token != "" && c.Certificate != nil:
-		return fmt.Sprintf("token (%d bytes) and client certificate (CN=%s)", len(c.Token), c.Certificate.Leaf.Subject.CommonName)
-	case c.Certificate != nil:
-		return fmt.Sprintf("client certificate (CN=%s)", c.Certificate.Leaf.Subject.CommonName)
+	case err != nil:
+		return "invalid"
+	case s.Token != "" && cert != nil:
+		return fmt.Sprintf("token (%d bytes) and client certificate (CN=%s)", len(s.Token), cert.Leaf.Subject.CommonName)
+	case cert != nil:
+		return fmt.Sprintf("client certificate (CN=%s)", cert.Leaf.Subject.CommonName)
 	}
-	return fmt.Sprintf("token (%d bytes)", len(c.Token))
+	return fmt.Sprintf("token (%d bytes)", len(s.Token))
 }

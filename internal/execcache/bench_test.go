@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/exectest"
 )
 
@@ -21,7 +21,7 @@ func BenchmarkRunHit(b *testing.B) { benchmarkRunHit(b, "", nil) }
 func benchmarkRunHit(b *testing.B, storage string, env []string) {
 	dir := b.TempDir()
 	p := exectest.New(b).Stdout(answerTemplate(""))
-	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	info, err := (&wire.Info{APIVersion: wire.V1}).Encode()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func benchmarkRunHit(b *testing.B, storage string, env []string) {
 	o := Options{
 		Command: os.Args[0], Args: []string{"-test.run=^$"}, Dir: filepath.Join(dir, "cache"), DefaultTTL: time.Hour,
 		Storage: storage,
-		Environ: append(append(append(os.Environ(), p.Env()...), env...), execcred.InfoEnv+"="+string(info)),
+		Environ: append(append(append(os.Environ(), p.Env()...), env...), wire.InfoEnv+"="+string(info)),
 		Stdout:  &out, Stderr: &out,
 	}
 	if err := Run(context.Background(), o); err != nil { // the miss that fills the cache

@@ -39,6 +39,26 @@ type entry struct {
 	// Clients are the processes this answer was given to; a second call from one of them
 	// means the client refreshes the credential after a 401.
 	Clients []Client `json:"clients"`
+	// Failure, in an entry without Output, is the wrapped plugin's last failure: callers
+	// are answered with it until Failure.Until instead of running the plugin again.
+	Failure *failure `json:"failure,omitempty"`
+}
+
+// failure is a failed or cancelled run of the wrapped plugin, kept for --failure-window.
+// It holds no output: only when, how, and until when.
+type failure struct {
+	At        time.Time `json:"at"`
+	Until     time.Time `json:"until"`
+	Code      int       `json:"code"` // the plugin's exit code; 1 when cancelled or killed
+	Cancelled bool      `json:"cancelled,omitempty"`
+	// Interactive: the run had the terminal. A failure without one does not stop a caller
+	// that has one (a person in a terminal can do what the run could not).
+	Interactive bool `json:"interactive,omitempty"`
+}
+
+// failing reports whether the entry holds a failure to answer with at now.
+func (e *entry) failing(now time.Time) bool {
+	return e.Schema == entrySchema && e.Failure != nil && now.Before(e.Failure.Until)
 }
 
 func (e *entry) servable(now time.Time) bool {

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/exectest"
 )
 
@@ -75,13 +75,13 @@ func wrapperMain(cache string) int {
 }
 
 // execInfoEnv returns the KUBERNETES_EXEC_INFO entry a client would set.
-func execInfoEnv(t *testing.T, apiVersion string, cluster *execcred.Cluster, response *execcred.Response) string {
+func execInfoEnv(t *testing.T, apiVersion string, cluster *wire.Cluster, response *wire.Response) string {
 	t.Helper()
-	b, err := execcred.ExecInfo(apiVersion, false, cluster, response)
+	b, err := (&wire.Info{APIVersion: apiVersion, Cluster: cluster, Response: response}).Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return execcred.InfoEnv + "=" + string(b)
+	return wire.InfoEnv + "=" + string(b)
 }
 
 // harness runs the wrapper in process around a fake plugin, with a settable clock.

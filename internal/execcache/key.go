@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 
-	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // IgnoredEnv lists the environment variables left out of the cache key by default: they
@@ -17,7 +17,7 @@ import (
 // credential a plugin returns. A name ending in '*' is a prefix. KUBERNETES_EXEC_INFO is
 // keyed by its parts instead (the API version and the cluster).
 var IgnoredEnv = []string{
-	execcred.InfoEnv,
+	wire.InfoEnv,
 	"_", "PWD", "OLDPWD", "SHLVL", "PS1", "PS2", "PS4", "PROMPT_COMMAND", "HIST*",
 	"LINES", "COLUMNS", "TERM", "TERMINFO", "COLORTERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION",
 	"TERM_SESSION_ID", "TERMINAL_EMULATOR", "LS_COLORS", "LSCOLORS", "CLICOLOR", "WINDOWID",
@@ -29,31 +29,127 @@ var IgnoredEnv = []string{
 	// One value per tab or shell: Windows Terminal, ConEmu, shell prompts and multiplexers.
 	"WT_SESSION", "WT_PROFILE_ID", "ConEmu*", "STARSHIP_SESSION_KEY", "STARSHIP_SHELL",
 	"POWERLINE_*", "ZELLIJ*", "WSLENV", "TERMUX_*", "OSC_*",
+	// Where kuberc is: its policy is checked before any lookup and never selects whose
+	// credential a plugin returns.
+	"KUBERC", "KUBECTL_KUBERC",
+}
+
+// identity says which environment variables choose whose credential a family of plugins
+// returns: the account, profile, configuration directory or key they read. For these
+// plugins the cache key holds only those variables (and the user's --key-env), so that
+// the same person's terminal and desktop, whose environments differ in everything else,
+// share an entry, while switching any of them gives another entry.
+type identity struct {
+	name     string
+	commands []string // base names of the executable, without .exe
+	env      []string // names, or prefixes ending in '*'
+}
+
+// identities are the plugins exec-cache knows. HOME is in each: it is where their
+// configuration and token caches live.
+var identities = []identity{
+	{
+		// aws-iam-authenticator token and aws eks get-token: AWS_PROFILE, the static keys,
+		// AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONFIG_FILE, the region, ...; and
+		// aws-iam-authenticator's own KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID and
+		// DEFAULT_ROLE (its -i and -r).
+		name:     "aws",
+		commands: []string{"aws-iam-authenticator", "aws"},
+		env:      []string{"HOME", "AWS_*", "KUBERNETES_AWS_AUTHENTICATOR_*", "DEFAULT_ROLE"},
+	},
+	{
+		// gke-gcloud-auth-plugin and gcloud: CLOUDSDK_CONFIG, CLOUDSDK_CORE_ACCOUNT,
+		// CLOUDSDK_ACTIVE_CONFIG_NAME, GOOGLE_APPLICATION_CREDENTIALS, the metadata server.
+		name:     "gcloud",
+		commands: []string{"gke-gcloud-auth-plugin", "gcloud"},
+		env:      []string{"HOME", "CLOUDSDK_*", "GOOGLE_*", "GCE_METADATA_*", "USE_GKE_GCLOUD_AUTH_PLUGIN"},
+	},
+	{
+		// Azure/kubelogin and az: AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_CONFIG_DIR,
+		// AZURE_FEDERATED_TOKEN_FILE, AAD_SERVICE_PRINCIPAL_*, the Terraform ARM_* and Azure
+		// Pipelines variables kubelogin also reads, managed identity endpoints, and the
+		// token cache under KUBECACHEDIR. int128/kubelogin may be installed as kubelogin
+		// too; its identity is in its arguments and its token cache.
+		name:     "azure",
+		commands: []string{"kubelogin", "az"},
+		env: []string{"HOME", "KUBECACHEDIR", "AZURE_*", "AAD_*", "ARM_*", "AZURESUBSCRIPTION_*", "SYSTEM_ACCESSTOKEN",
+			"SYSTEM_OIDCREQUESTURI", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_*", "IMDS_ENDPOINT"},
+	},
+	{
+		// int128/kubelogin as a kubectl plugin: the issuer and client are arguments; the
+		// token cache is under KUBECACHEDIR (or its --token-cache-dir argument).
+		name:     "oidc-login",
+		commands: []string{"kubectl-oidc_login", "kubectl-oidc-login"},
+		env:      []string{"HOME", "KUBECACHEDIR"},
+	},
+}
+
+// identityOf returns the identity of the plugin at path, or nil for a plugin exec-cache
+// does not know.
+func identityOf(path string) *identity {
+	base := filepath.Base(path)
+	if runtime.GOOS == "windows" {
+		base = strings.TrimSuffix(strings.ToLower(base), ".exe")
+	}
+	for i := range identities {
+		if slices.Contains(identities[i].commands, base) {
+			return &identities[i]
+		}
+	}
+	return nil
 }
 
 // keyDoc is what the cache key is a hash of. Field names are part of the on-disk format:
 // changing them changes every key (which only costs one run per entry).
 type keyDoc struct {
-	Schema     int               `json:"schema"`
-	Command    string            `json:"command"`
-	Args       []string          `json:"args"`
-	Env        []string          `json:"env"`
-	APIVersion string            `json:"apiVersion"`
-	Cluster    *execcred.Cluster `json:"cluster,omitempty"`
+	Schema  int      `json:"schema"`
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	// Rule says how Env was chosen: "environment" (all of it but IgnoredEnv), or the
+	// identity variables of a known plugin ("aws", ...) and/or the user's ("declared").
+	Rule       string        `json:"rule"`
+	Env        []string      `json:"env"`
+	APIVersion string        `json:"apiVersion"`
+	Cluster    *wire.Cluster `json:"cluster,omitempty"`
 }
 
-const keySchema = 1
+const keySchema = 2
+
+// KeyEnv chooses the environment variables in the cache key. The zero value keys on the
+// whole environment but IgnoredEnv, for plugins exec-cache does not know.
+type KeyEnv struct {
+	// Ignore adds names (or prefixes ending in '*') to IgnoredEnv.
+	Ignore []string
+	// Declare names the variables (or prefixes) that choose the plugin's identity: with
+	// it, or for a plugin exec-cache knows, the key holds only those variables (the
+	// known plugin's and these), not the whole environment.
+	Declare []string
+}
 
 // Key is the cache key of one answer: a hash of the wrapped command's resolved path and
-// arguments, the environment minus ignored names, the API version the client asked for,
-// and the cluster the client sent (provideClusterInfo). Two clusters the client tells apart
-// never share an entry, and no environment value is stored anywhere but in the hash.
-func Key(path string, args, env []string, info *plugin.Info, ignore []string) string {
+// arguments, the environment variables that choose whose credential it returns (KeyEnv),
+// the API version the client asked for, and the cluster the client sent
+// (provideClusterInfo). Two clusters the client tells apart never share an entry, and no
+// environment value is stored anywhere but in the hash.
+func Key(path string, args, env []string, info *wire.Info, sel KeyEnv) string {
+	rule, names := "environment", []string(nil)
+	if id := identityOf(path); id != nil {
+		rule, names = id.name, id.env
+	}
+	if len(sel.Declare) > 0 {
+		if names == nil {
+			rule = "declared"
+		} else {
+			rule += "+declared"
+		}
+		names = append(slices.Clip(names), sel.Declare...)
+	}
 	doc := keyDoc{
 		Schema:     keySchema,
 		Command:    path,
 		Args:       args,
-		Env:        keyEnv(env, ignore),
+		Rule:       rule,
+		Env:        keyEnv(env, names, sel.Ignore),
 		APIVersion: info.APIVersion,
 		Cluster:    info.Cluster,
 	}
@@ -68,13 +164,13 @@ func Key(path string, args, env []string, info *plugin.Info, ignore []string) st
 	return hex.EncodeToString(sum[:])
 }
 
-// keyEnv returns env without ignored names, one entry per name (the last wins, as for
-// exec), sorted.
-func keyEnv(env, ignore []string) []string {
+// keyEnv returns env without ignored names, and only the names in only when it is not
+// nil, one entry per name (the last wins, as for exec), sorted.
+func keyEnv(env, only, ignore []string) []string {
 	byName := map[string]string{}
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if ignored(name, IgnoredEnv) || ignored(name, ignore) {
+		if ignored(name, IgnoredEnv) || ignored(name, ignore) || (only != nil && !ignored(name, only)) {
 			continue
 		}
 		byName[envName(name)] = kv

@@ -9,6 +9,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // TestRunInteractive: when the client says the run is interactive, the wrapped plugin gets
@@ -28,7 +29,7 @@ func TestRunInteractive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := h.call(kubectlA, execcred.InfoEnv+"="+string(b))
+		out, err := h.call(kubectlA, wire.InfoEnv+"="+string(b))
 		if want := "-tty=" + map[bool]string{true: "true", false: "false"}[interactive]; err != nil || !strings.Contains(out, want) {
 			t.Errorf("interactive %v: %q, %v; want a token with %s", interactive, out, err, want)
 		}

@@ -259,3 +259,8 @@ func TestRunStorageNone(t *testing.T) {
 		t.Errorf("cache directory: %v, want none", err)
 	}
 }
+
+// A caller waiting for a login done in a terminal is served it from the keyring.
+func TestWaitForLoginKeyring(t *testing.T) {
+	testWaitForLogin(t, keyringHarness(t, StorageKernelKeyring))
+}

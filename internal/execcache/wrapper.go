@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/kuberc"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
 	"github.com/kplug/kplug/internal/oskeyring"
@@ -21,9 +21,13 @@ import (
 
 // Defaults for zero Options fields.
 const (
-	DefaultSkew        = time.Minute
-	DefaultLockTimeout = 5 * time.Minute
+	DefaultSkew          = time.Minute
+	DefaultLockTimeout   = 5 * time.Minute
+	DefaultFailureWindow = 30 * time.Second
 )
+
+// waitPoll is how often a caller waiting for a login looks at the cache.
+const waitPoll = 500 * time.Millisecond
 
 // Options configures one run of the wrapper. The CLI fills it from flags and the process;
 // nothing here reads the environment or the clock by itself.
@@ -51,8 +55,15 @@ type Options struct {
 	Storage string
 	// KeyringTimeout bounds each call to a keyring; zero means oskeyring.DefaultTimeout.
 	KeyringTimeout time.Duration
-	// IgnoreEnv adds names (or prefixes ending in '*') to IgnoredEnv.
-	IgnoreEnv []string
+	// Failures is how long a failed or cancelled run of the wrapped plugin is the answer
+	// for its entry, so that a failed login does not make every other caller prompt or
+	// open a browser again. Zero means DefaultFailureWindow; negative means none.
+	Failures time.Duration
+	// WaitLogin is how long a caller without a terminal whose plugin fails waits for an
+	// answer from a login in a terminal to be stored; zero means it fails at once.
+	WaitLogin time.Duration
+	// KeyEnv chooses the environment variables in the cache key.
+	KeyEnv KeyEnv
 	// Environ is the wrapper's environment, KUBERNETES_EXEC_INFO included; the wrapped
 	// plugin gets it unchanged.
 	Environ []string
@@ -68,6 +79,12 @@ type Options struct {
 	Now func() time.Time
 	// Log gets debug detail (hits, misses, refreshes) and warnings; nil discards them.
 	Log *slog.Logger
+	// Policy is the client's credential plugin policy (kuberc), which the wrapped command
+	// must pass before it runs or an answer it produced is served, so that the wrapper
+	// does not launder it; PolicyFile names its kuberc file, for the error. The zero
+	// Policy allows every plugin.
+	Policy     kuberc.Policy
+	PolicyFile string
 }
 
 // InfoError says KUBERNETES_EXEC_INFO could not be understood.
@@ -84,8 +101,11 @@ func (e *InfoError) Unwrap() error { return e.Err }
 //
 // When the wrapped plugin fails, its stdout is printed as it was and Run returns its
 // *execplugin.ExitError (the caller exits with its code; the plugin's stderr has already
-// passed through). Nothing failed is stored, and a rejected entry is removed before the
-// wrapped plugin runs, so it is not served again whatever happens next.
+// passed through). No failed output is stored; the failure itself is the entry's answer
+// for the failure window (a *RecentFailureError), and a rejected entry is removed before
+// the wrapped plugin runs, so it is not served again whatever happens next. A caller
+// without a terminal whose plugin fails is told what to run in one, and with WaitLogin
+// waits for that login.
 //
 // Run is the same pipeline as a client's, on the plugin side of the wire, where an answer
 // is bytes to pass on unchanged: configuration (Options and KUBERNETES_EXEC_INFO) -> source
@@ -98,11 +118,15 @@ func Run(ctx context.Context, o Options) error {
 	if o.Dir == "" && o.Storage != StorageNone {
 		return errors.New("exec-cache: no cache directory")
 	}
+	command, err := o.Policy.Check(o.Command)
+	if err != nil {
+		return &PolicyError{Policy: o.Policy, File: o.PolicyFile, Err: err}
+	}
 	info, err := execInfo(o.Environ)
 	if err != nil {
 		return err
 	}
-	path, err := execplugin.Resolve(o.Command, "")
+	path, err := execplugin.Resolve(command, "")
 	if err != nil {
 		return fmt.Errorf("exec-cache: %w", err)
 	}
@@ -119,13 +143,17 @@ func Run(ctx context.Context, o Options) error {
 			source.interactive = info.Interactive
 		}
 	case info == nil:
-		log.Warn("exec-cache: " + execcred.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
+		log.Warn("exec-cache: " + wire.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
 	default:
 		source.interactive = info.Interactive
-		src = &diskCache{o: &o, next: source, path: path, info: info, log: log}
+		src = &diskCache{o: &o, next: source, path: path, info: info, log: log, interactive: source.runsInteractive()}
 	}
 	out, err := src.answer(ctx)
 	var exitErr *execplugin.ExitError
+	var recent *RecentFailureError
+	if dc, ok := src.(*diskCache); ok && !dc.interactive && ctx.Err() == nil && (errors.As(err, &exitErr) || errors.As(err, &recent)) {
+		out, err = dc.afterFailure(ctx, err)
+	}
 	if errors.As(err, &exitErr) {
 		out = exitErr.Stdout // a failing plugin's stdout passes through too
 	}
@@ -150,10 +178,13 @@ type wrapped struct {
 	interactive bool
 }
 
+// runsInteractive reports whether the plugin runs with the terminal.
+func (w *wrapped) runsInteractive() bool { return w.interactive && w.o.Stdin != nil }
+
 func (w *wrapped) answer(ctx context.Context) ([]byte, error) {
 	r := &execplugin.Runner{Environ: func() []string { return w.o.Environ }, Stderr: w.o.Stderr}
 	c := execplugin.Command{Path: w.path, Args: w.o.Args}
-	if w.interactive && w.o.Stdin != nil {
+	if w.runsInteractive() {
 		c.Stdin = execplugin.TerminalStdin(w.o.Stdin)
 	} else {
 		c.Timeout = w.o.Timeout
@@ -176,17 +207,16 @@ type diskCache struct {
 	o    *Options
 	next answerer
 	path string // the wrapped plugin's resolved path, part of the key
-	info *plugin.Info
+	info *wire.Info
 	log  *slog.Logger
+	// interactive: the wrapped plugin runs with the terminal.
+	interactive bool
 }
 
 func (d *diskCache) answer(ctx context.Context) ([]byte, error) {
 	o := d.o
-	store := &diskstore.Store{Dir: o.Dir, LockTimeout: o.LockTimeout}
-	if store.LockTimeout == 0 {
-		store.LockTimeout = DefaultLockTimeout
-	}
-	key := Key(d.path, o.Args, o.Environ, d.info, o.IgnoreEnv)
+	store := d.store()
+	key := Key(d.path, o.Args, o.Environ, d.info, o.KeyEnv)
 	id := store.ID(key)
 	log := d.log.With("entry", id[:12])
 	locked, err := store.Lock(ctx, key)
@@ -199,6 +229,13 @@ func (d *diskCache) answer(ctx context.Context) ([]byte, error) {
 
 	now := o.now()
 	e, out, reason := o.lookup(ctx, v, id, locked, d.info, now, log)
+	if e != nil && e.Failure != nil && (e.Failure.Interactive || !d.interactive) {
+		log.Debug("exec-cache: answering with the plugin's recent failure", "until", e.Failure.Until)
+		return nil, &RecentFailureError{Command: o.Command, Args: o.Args, Failure: *e.Failure, Now: now}
+	}
+	if e != nil && e.Failure != nil {
+		e, reason = nil, "a failure without a terminal, and this run has one"
+	}
 	if e != nil {
 		if e.addClient(o.Client) {
 			if err := locked.Save(e); err != nil {
@@ -214,11 +251,20 @@ func (d *diskCache) answer(ctx context.Context) ([]byte, error) {
 	}
 	out, err = d.next.answer(ctx)
 	if err != nil {
+		o.storeFailure(locked, log, d.info, d.path, err, ctx.Err() != nil, d.interactive)
 		return nil, err
 	}
 	o.store(ctx, v, id, locked, log, d.info, d.path, out, now)
 	sweep(ctx, v, store, id, now, log)
 	return out, nil
+}
+
+func (d *diskCache) store() *diskstore.Store {
+	store := &diskstore.Store{Dir: d.o.Dir, LockTimeout: d.o.LockTimeout}
+	if store.LockTimeout == 0 {
+		store.LockTimeout = DefaultLockTimeout
+	}
+	return store
 }
 
 // sweep removes, after a miss, the entries no call may be served any more (expired, or
@@ -232,7 +278,7 @@ func sweep(ctx context.Context, v *vault, store *diskstore.Store, current string
 	}
 	unservable := func(data []byte) bool {
 		var e entry
-		return json.Unmarshal(data, &e) != nil || !e.servable(now)
+		return json.Unmarshal(data, &e) != nil || (!e.servable(now) && !e.failing(now))
 	}
 	for _, s := range stored {
 		if s.ID == current || !unservable(s.Data) {
@@ -262,9 +308,9 @@ func sweep(ctx context.Context, v *vault, store *diskstore.Store, current string
 	}
 }
 
-// lookup returns the locked entry and its answer if it may be served to this call, or
-// else why not.
-func (o *Options) lookup(ctx context.Context, v *vault, id string, locked *diskstore.Locked, info *plugin.Info, now time.Time, log *slog.Logger) (*entry, []byte, string) {
+// lookup returns the locked entry and its answer if it may be served to this call (or
+// an entry whose failure answers it, without an answer), or else why not.
+func (o *Options) lookup(ctx context.Context, v *vault, id string, locked *diskstore.Locked, info *wire.Info, now time.Time, log *slog.Logger) (*entry, []byte, string) {
 	var e entry
 	err := locked.Load(&e)
 	switch {
@@ -273,6 +319,8 @@ func (o *Options) lookup(ctx context.Context, v *vault, id string, locked *disks
 	case err != nil:
 		log.Debug("exec-cache: ignoring a corrupt entry", "err", err)
 		return nil, nil, "unreadable entry (replaced)"
+	case e.failing(now):
+		return &e, nil, ""
 	case !e.servable(now):
 		return nil, nil, "expired"
 	case info.Response != nil:
@@ -291,26 +339,32 @@ func (o *Options) lookup(ctx context.Context, v *vault, id string, locked *disks
 		log.Warn("exec-cache: cannot read the answer from the keyring; running the plugin", "err", err)
 		return nil, nil, "keyring: " + err.Error()
 	}
-	if _, err := execcred.DecodeOutput(info.APIVersion, out); err != nil {
+	if _, err := wire.Decode(info.APIVersion, out); err != nil {
 		return nil, nil, "invalid stored answer (replaced)"
 	}
 	return &e, out, ""
 }
 
 // store saves a successful answer if it may be cached; a reason not to is logged.
-func (o *Options) store(ctx context.Context, v *vault, id string, locked *diskstore.Locked, log *slog.Logger, info *plugin.Info, path string, out []byte, started time.Time) {
-	cred, err := execcred.DecodeOutput(info.APIVersion, out)
+func (o *Options) store(ctx context.Context, v *vault, id string, locked *diskstore.Locked, log *slog.Logger, info *wire.Info, path string, out []byte, started time.Time) {
+	status, err := wire.Decode(info.APIVersion, out)
 	if err != nil {
 		log.Warn("exec-cache: not caching the answer: it is not a valid ExecCredential", "err", err)
 		return
 	}
-	if cred.Proxy != nil {
+	if status.ProxyConfig != nil {
 		log.Debug("exec-cache: not caching an exec proxy answer: it points to a running proxy")
 		return
 	}
+	if len(status.Unknown) > 0 {
+		// Signing keys (KEP-6308) and whatever else a newer plugin returns: what exec-cache
+		// cannot tell harmless is never written down.
+		log.Debug("exec-cache: not caching an answer with status fields it does not know", "fields", status.Unknown)
+		return
+	}
 	var expiration *time.Time
-	if !cred.Expiry.IsZero() {
-		expiration = &cred.Expiry
+	if t := status.ExpirationTimestamp; t != nil && !t.IsZero() {
+		expiration = &t.Time
 	}
 	until, ok := serveUntil(started, expiration, o.skew(), o.DefaultTTL)
 	if !ok {
@@ -340,17 +394,17 @@ func (o *Options) store(ctx context.Context, v *vault, id string, locked *diskst
 
 // execInfo parses the last KUBERNETES_EXEC_INFO in env, as the plugin would see it; nil
 // when it is unset or empty.
-func execInfo(env []string) (*plugin.Info, error) {
+func execInfo(env []string) (*wire.Info, error) {
 	value := ""
 	for _, kv := range env {
-		if name, v, ok := strings.Cut(kv, "="); ok && envName(name) == execcred.InfoEnv {
+		if name, v, ok := strings.Cut(kv, "="); ok && envName(name) == wire.InfoEnv {
 			value = v
 		}
 	}
 	if value == "" {
 		return nil, nil
 	}
-	info, err := plugin.LoadInfo(value)
+	info, err := wire.LoadInfo(value)
 	if err != nil {
 		return nil, &InfoError{Err: err}
 	}
@@ -373,3 +427,107 @@ func (o *Options) skew() time.Duration {
 	}
 	return o.Skew
 }
+
+// storeFailure records a failed or cancelled run as the entry's answer for the failure
+// window, unless the window is off.
+func (o *Options) storeFailure(locked *diskstore.Locked, log *slog.Logger, info *wire.Info, path string, err error, cancelled, interactive bool) {
+	window := o.Failures
+	switch {
+	case window == 0:
+		window = DefaultFailureWindow
+	case window < 0:
+		return
+	}
+	now := o.now()
+	f := &failure{At: now, Until: now.Add(window), Code: 1, Cancelled: cancelled, Interactive: interactive}
+	var exitErr *execplugin.ExitError
+	if errors.As(err, &exitErr) && exitErr.Code > 0 && !cancelled {
+		f.Code = exitErr.Code
+	}
+	e := entry{Schema: entrySchema, Command: path, Args: o.Args, APIVersion: info.APIVersion, Stored: now, Failure: f}
+	if info.Cluster != nil {
+		e.Server = info.Cluster.Server
+	}
+	if serr := locked.Save(e); serr != nil {
+		log.Warn("exec-cache: cannot record the plugin's failure; the next caller runs it again", "err", serr)
+	}
+}
+
+// afterFailure is a caller without a terminal whose plugin failed (now or within the
+// failure window): it tells the person what to run in a terminal and, with WaitLogin,
+// waits for that login's answer to be stored, polling the entry.
+func (d *diskCache) afterFailure(ctx context.Context, err error) ([]byte, error) {
+	o := d.o
+	fmt.Fprintf(o.Stderr, "exec-cache: %s ran without a terminal, because this client cannot prompt. If it needs one to log in, "+
+		"run a kubectl command with the same kubeconfig and context in a terminal (e.g. kubectl auth whoami); "+
+		"this client is then served that login from the cache.\n", o.Command)
+	if o.WaitLogin <= 0 {
+		return nil, err
+	}
+	fmt.Fprintf(o.Stderr, "exec-cache: waiting up to %v for that login...\n", o.WaitLogin)
+	ctx, cancel := context.WithTimeout(ctx, o.WaitLogin)
+	defer cancel()
+	store := d.store()
+	key := Key(d.path, o.Args, o.Environ, d.info, o.KeyEnv)
+	tick := time.NewTicker(waitPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-tick.C:
+		}
+		if out := d.peek(ctx, store, key); out != nil {
+			return out, nil
+		}
+	}
+}
+
+// peek returns the answer stored for key if one may be served to this caller now.
+func (d *diskCache) peek(ctx context.Context, store *diskstore.Store, key string) []byte {
+	locked, err := store.Lock(ctx, key)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = locked.Unlock() }()
+	var e entry
+	if locked.Load(&e) != nil || !e.servable(d.o.now()) {
+		return nil
+	}
+	v := newVault(d.o.Storage, d.o.Dir, d.o.Environ, d.o.KeyringTimeout, d.o.now)
+	defer v.close()
+	if v.mismatch(&e) != "" {
+		return nil
+	}
+	out, err := v.get(ctx, store.ID(key), &e)
+	if err != nil {
+		return nil
+	}
+	if e.addClient(d.o.Client) {
+		_ = locked.Save(e)
+	}
+	return out
+}
+
+// RecentFailureError answers a caller with the wrapped plugin's recent failure, within
+// the failure window, instead of running it again.
+type RecentFailureError struct {
+	Command string
+	Args    []string
+	Failure failure
+	Now     time.Time
+}
+
+func (e *RecentFailureError) Error() string {
+	what := fmt.Sprintf("failed with exit code %d", e.Failure.Code)
+	if e.Failure.Cancelled {
+		what = "was cancelled"
+	}
+	retry := strings.Join(append([]string{"kplug", "exec-cache", "--clear", "--", e.Command}, redactArgs(e.Args)...), " ")
+	return fmt.Sprintf("exec-cache: %s %s %v ago; to spare you another login, this answer stands until %s (%s); to try again now, run: %s",
+		e.Command, what, e.Now.Sub(e.Failure.At).Round(time.Second), e.Failure.Until.Format(time.TimeOnly),
+		Relative(e.Failure.Until, e.Now), retry)
+}
+
+// ExitCode is the exit code of the failure it repeats.
+func (e *RecentFailureError) ExitCode() int { return e.Failure.Code }

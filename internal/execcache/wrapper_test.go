@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/testpki"
 )
@@ -179,11 +180,13 @@ func TestRunKeepsClustersApart(t *testing.T) {
 	}
 }
 
-// TestRunFailures: a failing plugin's stdout, stderr and exit code come through; nothing
-// is stored, and an entry being refreshed is gone even when the refresh fails.
+// TestRunFailures: a failing plugin's stdout, stderr and exit code come through; with the
+// failure window off nothing is stored, and an entry being refreshed is gone even when the
+// refresh fails. A caller without a terminal is told what to run in one.
 func TestRunFailures(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.opts.Failures = -1
 	info := execInfoEnv(t, execcred.V1, nil, nil)
 	if _, err := h.call(kubectlA, info); err != nil {
 		t.Fatal(err)
@@ -191,7 +194,9 @@ func TestRunFailures(t *testing.T) {
 	h.plugin.Exit(3).Stdout(`{"kind":"Status","message":"login required"}`).Stderr("error: login required\n")
 	out, err := h.call(kubectlA, info) // a refresh, which fails
 	var exitErr *execplugin.ExitError
-	if !errors.As(err, &exitErr) || exitErr.Code != 3 || out != `{"kind":"Status","message":"login required"}` || h.stderr.String() != "error: login required\n" {
+	hint := "error: login required\nexec-cache: " + os.Args[0] + " ran without a terminal, because this client cannot prompt. If it needs one to log in, " +
+		"run a kubectl command with the same kubeconfig and context in a terminal (e.g. kubectl auth whoami); this client is then served that login from the cache.\n"
+	if !errors.As(err, &exitErr) || exitErr.Code != 3 || out != `{"kind":"Status","message":"login required"}` || h.stderr.String() != hint {
 		t.Errorf("failing plugin: %q, %v, stderr %q", out, err, h.stderr.String())
 	}
 	if files := h.entryFiles(); len(files) != 0 {
@@ -215,11 +220,11 @@ func TestRunFailures(t *testing.T) {
 func TestRunBadInput(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	_, err := h.call(kubectlA, execcred.InfoEnv+`={"apiVersion":"client.authentication.k8s.io/v2","kind":"ExecCredential"}`)
+	_, err := h.call(kubectlA, wire.InfoEnv+`={"apiVersion":"client.authentication.k8s.io/v2","kind":"ExecCredential"}`)
 	if err == nil || err.Error() != `exec-cache: KUBERNETES_EXEC_INFO has unsupported apiVersion "client.authentication.k8s.io/v2"` {
 		t.Errorf("bad exec info: %v", err)
 	}
-	_, err = h.call(kubectlA, execcred.InfoEnv+`=garbage`)
+	_, err = h.call(kubectlA, wire.InfoEnv+`=garbage`)
 	if err == nil || !strings.HasPrefix(err.Error(), "exec-cache: KUBERNETES_EXEC_INFO is not an ExecCredential: ") {
 		t.Errorf("garbage exec info: %v", err)
 	}
@@ -532,5 +537,24 @@ func TestRunSweepsUnservableEntries(t *testing.T) {
 	}
 	if b, err := os.ReadFile(files[0]); err != nil || json.Unmarshal(b, &e) != nil || e.Server != "https://dev:6443" {
 		t.Errorf("the entry left is %s (%v), want dev's", e.Server, err)
+	}
+}
+
+// TestRunKeepsKeyMaterialOut: an answer with status fields exec-cache does not know (such
+// as KEP-6308 signing keys) is passed on and never written down.
+func TestRunKeepsKeyMaterialOut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	signing := `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","httpSignature":{"privateKeyData":"c2VjcmV0"}}}`
+	h.plugin.Stdout(signing)
+	info := execInfoEnv(t, execcred.V1, nil, nil)
+	for i, client := range []Client{kubectlA, kubectlB} { // the second is a hit if anything was stored
+		out, err := h.call(client, info)
+		if err != nil || out != signing {
+			t.Fatalf("call %d: %q, %v", i, out, err)
+		}
+	}
+	if n := h.plugin.Runs(); n != 2 || len(h.entryFiles()) != 0 {
+		t.Errorf("%d runs and %d entries, want 2 runs and no entry", n, len(h.entryFiles()))
 	}
 }

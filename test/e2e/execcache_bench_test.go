@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -62,10 +65,12 @@ func BenchmarkExecCacheKubectl(b *testing.B) {
 		{"plugin alone", func(b *testing.B) { getNS(b, "direct") }},
 		{"exec-cache cold", func(b *testing.B) { clearCache(b); getNS(b, "cached") }},
 		{"exec-cache warm", func(b *testing.B) { getNS(b, "cached") }},
+		{"kplug-exec-cache warm", func(b *testing.B) { getNS(b, "lean") }},
 		{"20 parallel, static token, no plugin", func(b *testing.B) { parallel(b, "", 20) }},
 		{"20 parallel, plugin alone", func(b *testing.B) { parallel(b, "direct", 20) }},
 		{"20 parallel, exec-cache cold", func(b *testing.B) { clearCache(b); parallel(b, "cached", 20) }},
 		{"20 parallel, exec-cache warm", func(b *testing.B) { parallel(b, "cached", 20) }},
+		{"20 parallel, kplug-exec-cache warm", func(b *testing.B) { parallel(b, "lean", 20) }},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -111,5 +116,49 @@ func grantNamespaceList(b *testing.B, cp *framework.ControlPlane, user string) {
 		if time.Now().After(deadline) {
 			b.Fatalf("%s still cannot list namespaces: %v", user, err)
 		}
+	}
+}
+
+// BenchmarkExecCacheProcess times one warm hit as a whole process, the way a client pays
+// for it: `kplug exec-cache` and `kplug-exec-cache` beside the plugin itself and a shell
+// that runs nothing (the floor: each op is `sh -c 'CMD; :'`, so that every call has a
+// parent of its own, as each kubectl does, and is not taken for a refresh). The plugin is
+// the tests' own, a Go program built with kplug's SDK.
+func BenchmarkExecCacheProcess(b *testing.B) {
+	dir := b.TempDir()
+	kplug := buildBinary(b, dir, "./cmd/kplug", "kplug")
+	lean := buildBinary(b, dir, "./cmd/kplug-exec-cache", "kplug-exec-cache")
+	plugin := buildBinary(b, dir, "./test/e2e/testplugin", "testplugin")
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("a-token"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	info, err := execcred.ExecInfo(execcred.V1, false, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := append(os.Environ(), execcred.InfoEnv+"="+string(info), "TEST_TOKEN_FILE="+token)
+	cache := filepath.Join(dir, "cache")
+	sh := func(b *testing.B, command string) {
+		cmd := exec.Command("/bin/sh", "-c", command+"; :")
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil || (command != "true" && !strings.Contains(string(out), "a-token")) {
+			b.Fatalf("%s: %v\n%s", command, err, out)
+		}
+	}
+	cases := []struct{ name, command string }{
+		{"shell floor", "true"},
+		{"plugin alone", plugin},
+		{"kplug exec-cache warm", kplug + " exec-cache --cache-dir " + cache + " -- " + plugin},
+		{"kplug-exec-cache warm", lean + " --cache-dir " + cache + " -- " + plugin},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			sh(b, c.command) // fills the cache
+			for b.Loop() {
+				sh(b, c.command)
+			}
+		})
 	}
 }

@@ -21,25 +21,28 @@ import (
 // through `kplug exec-cache`.
 type execCacheSetup struct {
 	cp                          *framework.ControlPlane
-	kplug, kubectl, kubeconfig  string
+	kplug, lean, plugin         string // kplug, kplug-exec-cache and the wrapped test plugin
+	kubectl, kubeconfig         string
 	cacheDir, tokenFile, counts string
 }
 
 // newExecCacheSetup builds kplug and the test plugin, and writes a kubeconfig whose user
-// "cached" runs `kplug exec-cache -- testplugin` (and "direct", the plugin alone) with
-// pluginEnv.
+// "cached" runs `kplug exec-cache -- testplugin`, "lean" `kplug-exec-cache -- testplugin`
+// on the same cache, and "direct" the plugin alone, with pluginEnv.
 func newExecCacheSetup(t testing.TB, cp *framework.ControlPlane, pluginEnv ...clientcmdapi.ExecEnvVar) *execCacheSetup {
 	t.Helper()
 	dir := t.TempDir()
 	s := &execCacheSetup{
 		cp:        cp,
 		kplug:     buildBinary(t, dir, "./cmd/kplug", "kplug"),
+		lean:      buildBinary(t, dir, "./cmd/kplug-exec-cache", "kplug-exec-cache"),
 		kubectl:   filepath.Join(cp.BinDir, "kubectl"),
 		cacheDir:  filepath.Join(dir, "cache"),
 		tokenFile: filepath.Join(dir, "token"),
 		counts:    filepath.Join(dir, "count"),
 	}
 	plugin := buildBinary(t, dir, "./test/e2e/testplugin", "testplugin")
+	s.plugin = plugin
 	env := append([]clientcmdapi.ExecEnvVar{
 		{Name: "TEST_TOKEN_FILE", Value: s.tokenFile},
 		{Name: "TEST_COUNT_FILE", Value: s.counts},
@@ -50,6 +53,13 @@ func newExecCacheSetup(t testing.TB, cp *framework.ControlPlane, pluginEnv ...cl
 			APIVersion:      execcred.V1,
 			Command:         s.kplug,
 			Args:            []string{"exec-cache", "--cache-dir", s.cacheDir, "--", plugin},
+			Env:             env,
+			InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode,
+		},
+		"lean": {
+			APIVersion:      execcred.V1,
+			Command:         s.lean,
+			Args:            []string{"--cache-dir", s.cacheDir, "--", plugin},
 			Env:             env,
 			InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode,
 		},
@@ -142,5 +152,15 @@ func TestExecCacheKubectl(t *testing.T) {
 	}
 	if n := s.runs(); n != 2 {
 		t.Errorf("%d plugin runs, want 2: the refreshed token is served from the cache", n)
+	}
+	// kplug-exec-cache is the same cache: its kubectl commands are served the same entry.
+	for i := range 3 {
+		out, errOut, err = s.whoami(t, "lean")
+		if err != nil || out != user {
+			t.Errorf("kplug-exec-cache command %d: %q, %v\n%s", i, out, err, errOut)
+		}
+	}
+	if n := s.runs(); n != 2 {
+		t.Errorf("%d plugin runs, want 2: kplug-exec-cache serves the entry kplug exec-cache stored", n)
 	}
 }

@@ -51,3 +51,17 @@ func moduleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// FindTool returns the path of name (a pinned tool or plugin that `make tools` builds, such
+// as aws-iam-authenticator) in the directory FindBinDir returns.
+func FindTool(name string) (string, error) {
+	dir, err := FindBinDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s is missing from %s: run `make tools` to build the pinned plugins (or set %s)", name, dir, BinDirEnv)
+	}
+	return path, nil
+}

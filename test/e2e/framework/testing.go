@@ -43,3 +43,17 @@ func StartForTest(t testing.TB, o Options) *ControlPlane {
 	})
 	return cp
 }
+
+// ToolForTest returns the path of the tool name (see FindTool). Without it, it skips the
+// test and says why, unless KPLUG_E2E_REQUIRED is set.
+func ToolForTest(t testing.TB, name string) string {
+	t.Helper()
+	path, err := FindTool(name)
+	if err != nil {
+		if os.Getenv(RequireEnv) != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("skipping end-to-end test: %v", err)
+	}
+	return path
+}

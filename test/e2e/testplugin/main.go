@@ -10,8 +10,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 func main() {
@@ -22,7 +22,7 @@ func main() {
 }
 
 func run() error {
-	info, err := plugin.LoadInfo(os.Getenv(execcred.InfoEnv))
+	info, err := plugin.LoadInfo(os.Getenv(wire.InfoEnv))
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func run() error {
 		}
 		time.Sleep(sleep)
 	}
-	status := &execcred.Status{}
+	status := &wire.Status{}
 	if f := os.Getenv("TEST_TOKEN_FILE"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {

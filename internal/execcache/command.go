@@ -1,0 +1,404 @@
+package execcache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/kplug/kplug/execcred/kuberc"
+	"github.com/kplug/kplug/execplugin"
+)
+
+// maxDefaultTTL bounds --default-ttl: an answer without expiry is never cached forever.
+const maxDefaultTTL = 24 * time.Hour
+
+// maxWindow bounds --failure-window and --wait-for-login.
+const maxWindow = 10 * time.Minute
+
+// Short and Long describe the command in help output.
+const (
+	Short = "Run an exec credential plugin through a cache shared by all client processes"
+	Long  = `exec-cache is an exec credential plugin that wraps another one. Put it in front of the
+plugin in a kubeconfig exec block; any client (kubectl, helm, k9s, client-go programs)
+then gets the plugin's answer from a per-user disk cache until expirationTimestamp minus
+--skew, and any number of concurrent clients cause a single run of the plugin.
+
+On a miss the wrapped plugin runs exactly as the client would run it (same environment
+and KUBERNETES_EXEC_INFO, the terminal for interactive logins, stderr passed through);
+its answer is printed unchanged and stored if it is a valid ExecCredential. A failing
+plugin's stdout, stderr and exit code come through as they were, and nothing is stored.
+With --storage keyring the answers rest in the OS keyring (Keychain, Credential Manager,
+the Secret Service or the kernel keyring on Linux) and no credential is written to disk.
+
+A credential the server rejected is not served again: a v1alpha1 client says so in
+spec.response, and a v1beta1 or v1 client that calls again while the answer it was given
+is still being served is refreshing after a 401, so the plugin runs again.
+
+kplug-exec-cache is the same command as a program of its own, which links nothing but
+the cache: a warm hit through it costs a third of one through kplug. Name it in
+kubeconfigs where the cost of every kubectl command matters.
+
+stdout carries only the ExecCredential (or, with --list and --clear, their result).`
+	Example = `  # In a kubeconfig:
+  #   exec:
+  #     apiVersion: client.authentication.k8s.io/v1
+  #     command: kplug-exec-cache        # or: command: kplug, args: [exec-cache, --, ...]
+  #     args: [--, aws-iam-authenticator, token, -i, my-cluster]
+  #     interactiveMode: IfAvailable
+  kplug exec-cache --list
+  kplug exec-cache --clear -- aws-iam-authenticator token -i my-cluster
+  kplug exec-cache --clear --all`
+)
+
+// Command is exec-cache's command line: `kplug exec-cache` and `kplug-exec-cache` parse
+// the same flags into it and run it.
+type Command struct {
+	dir         string
+	storage     string
+	skew        time.Duration
+	defaultTTL  time.Duration
+	lockTimeout time.Duration
+	timeout     time.Duration
+	ignoreEnv   []string
+	keyEnv      []string
+	failures    time.Duration
+	waitLogin   time.Duration
+	kuberc      string
+	list        bool
+	clear       bool
+	all         bool
+	output      string
+}
+
+// AddFlags registers the command's flags on f.
+func (c *Command) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&c.dir, "cache-dir", "", "cache directory (default: $KUBECACHEDIR/kplug/exec-cache if KUBECACHEDIR is set, else <user cache dir>/kplug/exec-cache, e.g. ~/.cache/kplug/exec-cache)")
+	f.StringVar(&c.storage, "storage", StorageFile, "where answers rest: file (0600 files in the cache directory), keyring (the OS keyring; only the index and locks stay in the cache directory), secret-service or kernel-keyring (Linux, by name), or none (no cache)")
+	f.DurationVar(&c.skew, "skew", DefaultSkew, "stop serving an answer this long before its expirationTimestamp (at most half its remaining lifetime)")
+	f.DurationVar(&c.defaultTTL, "default-ttl", 15*time.Minute, "serve an answer without expirationTimestamp this long (0: do not cache such answers; at most 24h)")
+	f.DurationVar(&c.lockTimeout, "lock-timeout", DefaultLockTimeout, "wait this long for another process running the plugin for the same entry")
+	f.DurationVar(&c.timeout, "plugin-timeout", 0, "kill a non-interactive run of the wrapped plugin that takes longer (0: no limit)")
+	f.StringArrayVar(&c.ignoreEnv, "ignore-env", nil, "leave this environment variable (or NAME* prefix) out of the cache key, in addition to the built-in list; repeatable")
+	f.StringArrayVar(&c.keyEnv, "key-env", nil, "this environment variable (or NAME* prefix) chooses the plugin's identity: the key then holds only such variables (and a known plugin's own), so terminal and desktop share entries; repeatable")
+	f.DurationVar(&c.failures, "failure-window", DefaultFailureWindow, "after the wrapped plugin fails or its login is cancelled, answer callers for this entry with that failure for this long instead of running it again (0: off; at most 10m)")
+	f.DurationVar(&c.waitLogin, "wait-for-login", 0, "a caller without a terminal whose plugin fails waits this long for a login done in a terminal to land in the cache (0: fail at once; at most 10m)")
+	f.StringVar(&c.kuberc, "kuberc", "", "kuberc file whose credential plugin policy the wrapped plugin must pass (default: $KUBERC, then ~/.kube/kuberc; KUBERC=off for none)")
+	f.BoolVar(&c.list, "list", false, "list the cache entries (credentials redacted), of COMMAND if given")
+	f.BoolVar(&c.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
+	f.BoolVar(&c.all, "all", false, "with --clear: remove every entry")
+	f.StringVarP(&c.output, "output", "o", "text", "--list output format: text or json")
+	// Everything after the wrapped command is its own: no flag is parsed past it.
+	f.SetInterspersed(false)
+}
+
+// Process is what a run takes from the process it runs in.
+type Process struct {
+	Environ []string
+	// Stdin is the process's stdin; the wrapped plugin gets it for an interactive login
+	// when it is a terminal.
+	Stdin  *os.File
+	Stdout io.Writer
+	Stderr io.Writer
+	// Client is the calling process, ClientOf(os.Getppid()).
+	Client Client
+	Log    *slog.Logger
+}
+
+// UsageError says the flags, the arguments or the configuration are wrong: nothing ran.
+// Programs exit 2 with it.
+type UsageError struct {
+	Err error
+	// ShowHelp: point the user at --help.
+	ShowHelp bool
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Run runs the command with its arguments (after the flags). A failing wrapped plugin
+// gives its *execplugin.ExitError, whose code the program exits with (its stdout and
+// stderr have passed through).
+func (c *Command) Run(ctx context.Context, args []string, p Process) error {
+	if err := c.validate(args); err != nil {
+		return &UsageError{Err: err, ShowHelp: true}
+	}
+	dir, err := c.cacheDir(p.Environ)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.list:
+		return c.runList(p.Stdout, dir, args)
+	case c.clear:
+		return c.runClear(ctx, p.Stdout, dir, p.Environ, args)
+	}
+	// The client checked its policy against kplug; the wrapped command must pass it too.
+	rc, err := c.loadKuberc(p)
+	if err != nil {
+		return err
+	}
+	var stdin *os.File
+	if p.Stdin != nil && term.IsTerminal(int(p.Stdin.Fd())) {
+		stdin = p.Stdin
+	}
+	return Run(ctx, Options{
+		Command:     args[0],
+		Args:        args[1:],
+		Dir:         dir,
+		Storage:     c.storage,
+		Skew:        orNone(c.skew),
+		DefaultTTL:  c.defaultTTL,
+		LockTimeout: c.lockTimeout,
+		Timeout:     c.timeout,
+		KeyEnv:      KeyEnv{Ignore: c.ignoreEnv, Declare: c.keyEnv},
+		Failures:    orNone(c.failures),
+		WaitLogin:   c.waitLogin,
+		Environ:     p.Environ,
+		Stdin:       stdin,
+		Stdout:      p.Stdout,
+		Stderr:      p.Stderr,
+		Client:      p.Client,
+		Log:         p.Log,
+		Policy:      rc.Policy(),
+		PolicyFile:  rc.Path,
+	})
+}
+
+// loadKuberc finds and reads kuberc as kubectl does (--kuberc, KUBERC, KUBECTL_KUBERC, the
+// home directory). A named file that is missing or unusable, or an invalid policy, is a
+// usage error; what kubectl warns about is logged at debug level, as kubectl shows it.
+func (c *Command) loadKuberc(p Process) (*kuberc.Loaded, error) {
+	getenv := func(name string) string { return lookupEnv(p.Environ, name) }
+	l, err := kuberc.Load(kuberc.Options{
+		Path:     c.kuberc,
+		Env:      getenv("KUBERC"),
+		Home:     kuberc.HomeDir(getenv),
+		Disabled: strings.EqualFold(getenv("KUBECTL_KUBERC"), "false"),
+	})
+	if l != nil && p.Log != nil {
+		for _, w := range l.Warnings {
+			p.Log.Debug(w)
+		}
+	}
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return l, nil
+}
+
+// lookupEnv returns the value of name in env (NAME=VALUE entries; the last one wins, as
+// for exec), or "".
+func lookupEnv(env []string, name string) string {
+	value := ""
+	for _, kv := range env {
+		if n, v, ok := strings.Cut(kv, "="); ok && envName(n) == envName(name) {
+			value = v
+		}
+	}
+	return value
+}
+
+func (c *Command) validate(args []string) error {
+	switch {
+	case c.list && c.clear:
+		return errors.New("--list and --clear cannot be combined")
+	case c.all && !c.clear:
+		return errors.New("--all only goes with --clear")
+	case c.clear && c.all && len(args) > 0:
+		return errors.New("--clear --all takes no command; to remove one command's entries, drop --all")
+	case c.clear && !c.all && len(args) == 0:
+		return errors.New("--clear needs the wrapped command (--clear -- COMMAND [ARGS...]) or --all")
+	case !c.list && !c.clear && len(args) == 0:
+		return errors.New("no plugin to run: give it after --, e.g. kplug exec-cache -- aws-iam-authenticator token -i my-cluster")
+	case !slices.Contains(Storages, c.storage):
+		return fmt.Errorf("invalid --storage %q: want one of %s", c.storage, strings.Join(Storages, ", "))
+	case c.output != "text" && c.output != "json":
+		return fmt.Errorf("invalid --output %q: want text or json", c.output)
+	case c.skew < 0:
+		return fmt.Errorf("invalid --skew %v: must not be negative", c.skew)
+	case c.defaultTTL < 0 || c.defaultTTL > maxDefaultTTL:
+		return fmt.Errorf("invalid --default-ttl %v: want 0 (do not cache answers without expiry) up to %v", c.defaultTTL, maxDefaultTTL)
+	case c.lockTimeout <= 0:
+		return fmt.Errorf("invalid --lock-timeout %v: must be positive", c.lockTimeout)
+	case c.timeout < 0:
+		return fmt.Errorf("invalid --plugin-timeout %v: must not be negative", c.timeout)
+	case c.failures < 0 || c.failures > maxWindow:
+		return fmt.Errorf("invalid --failure-window %v: want 0 (off) up to %v", c.failures, maxWindow)
+	case c.waitLogin < 0 || c.waitLogin > maxWindow:
+		return fmt.Errorf("invalid --wait-for-login %v: want 0 (off) up to %v", c.waitLogin, maxWindow)
+	}
+	for _, f := range []struct {
+		flag  string
+		names []string
+	}{{"--ignore-env", c.ignoreEnv}, {"--key-env", c.keyEnv}} {
+		for _, name := range f.names {
+			if name == "" || name == "*" || strings.Contains(name, "=") {
+				return fmt.Errorf("invalid %s %q: want a variable name or a NAME* prefix", f.flag, name)
+			}
+		}
+	}
+	return nil
+}
+
+// cacheDir is --cache-dir; by default a directory of kplug's under KUBECACHEDIR (where
+// kubectl keeps its http and discovery caches), else under the user cache dir.
+func (c *Command) cacheDir(environ []string) (string, error) {
+	if c.dir != "" {
+		return c.dir, nil
+	}
+	if kcd := lookupEnv(environ, "KUBECACHEDIR"); kcd != "" {
+		return filepath.Join(kcd, "kplug", "exec-cache"), nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", &UsageError{Err: fmt.Errorf("exec-cache: no user cache directory (%w); pass --cache-dir", err)}
+	}
+	return filepath.Join(base, "kplug", "exec-cache"), nil
+}
+
+func (c *Command) runList(out io.Writer, dir string, args []string) error {
+	command := ""
+	if len(args) > 0 {
+		command = args[0]
+	}
+	entries, err := List(dir, time.Now(), command)
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(entries)
+	}
+	return printEntries(out, entries, time.Now())
+}
+
+func printEntries(out io.Writer, entries []Listed, now time.Time) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ENTRY\tCOMMAND\tAPI\tCLUSTER\tCREDENTIAL\tSTORAGE\tSERVED UNTIL\tCLIENTS")
+	for _, e := range entries {
+		if e.Corrupt {
+			fmt.Fprintf(w, "%s\t-\t-\t-\tunreadable (replaced on next use)\t-\t-\t-\n", e.ID[:12])
+			continue
+		}
+		storage := e.Storage
+		if storage == "" {
+			storage = "-"
+		}
+		until := "expired"
+		if e.Servable {
+			until = e.ServeUntil.UTC().Format(time.RFC3339) + " (" + Relative(e.ServeUntil, now) + ")"
+		}
+		cluster := e.Server
+		if cluster == "" {
+			cluster = "-"
+		}
+		command := strings.Join(append([]string{e.Command}, e.Args...), " ")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.ID[:12], command, strings.TrimPrefix(e.APIVersion, "client.authentication.k8s.io/"),
+			cluster, e.Credential, storage, until, e.Clients)
+	}
+	return w.Flush()
+}
+
+func (c *Command) runClear(ctx context.Context, out io.Writer, dir string, environ []string, args []string) error {
+	command := ""
+	if !c.all {
+		command, args = args[0], args[1:]
+	}
+	n, err := Clear(ctx, dir, environ, command, args)
+	noun := "entries"
+	if n == 1 {
+		noun = "entry"
+	}
+	if n > 0 || err == nil {
+		if _, werr := fmt.Fprintf(out, "removed %d %s from %s\n", n, noun, dir); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// orNone maps a flag's 0 (none) to Options' "none" (negative); its zero means the
+// default.
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// Relative says how far t is from now, for people: "in 14m0s", "in 3 days", "expired
+// 2m0s ago".
+func Relative(t, now time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	format := func(d time.Duration) string {
+		if d >= 48*time.Hour {
+			return fmt.Sprintf("%d days", d/(24*time.Hour))
+		}
+		return d.String()
+	}
+	if d < 0 {
+		return "expired " + format(-d) + " ago"
+	}
+	return "in " + format(d)
+}
+
+// Main is the whole kplug-exec-cache program: flags, one run, and the exit code (the
+// wrapped plugin's when it fails; 2 for a usage error; 1 for any other failure).
+func Main(ctx context.Context, name string, args []string, p Process) int {
+	c := &Command{}
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(p.Stderr)
+	verbosity := fs.IntP("v", "v", 0, "log verbosity: 0 shows warnings, 4 and more debug detail")
+	c.AddFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(p.Stderr, "%s\n\nUsage:\n  %s [flags] -- COMMAND [ARGS...]\n\nExamples:\n%s\n\nFlags:\n%s", Long, name, Example, fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(p.Stderr, "Error: %v\nRun '%s --help' for usage.\n", err, name)
+		return 2
+	}
+	if p.Log == nil {
+		level := slog.LevelInfo - slog.Level(*verbosity)
+		p.Log = slog.New(slog.NewTextHandler(p.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	err := c.Run(ctx, fs.Args(), p)
+	var exitErr *execplugin.ExitError
+	var usage *UsageError
+	var recent *RecentFailureError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &recent):
+		fmt.Fprintf(p.Stderr, "Error: %v\n", err)
+		return recent.ExitCode()
+	case errors.As(err, &exitErr):
+		if exitErr.Code < 0 {
+			return 1 // killed by a signal
+		}
+		return exitErr.Code
+	case errors.As(err, &usage):
+		fmt.Fprintf(p.Stderr, "Error: %v\n", err)
+		if usage.ShowHelp {
+			fmt.Fprintf(p.Stderr, "Run '%s --help' for usage.\n", name)
+		}
+		return 2
+	}
+	fmt.Fprintf(p.Stderr, "Error: %v\n", err)
+	return 1
+}

@@ -1,0 +1,26 @@
+package execcache
+
+import (
+	"fmt"
+
+	"github.com/kplug/kplug/execcred/kuberc"
+)
+
+// PolicyError says the credential plugin policy does not allow the wrapped command:
+// nothing ran and nothing was served. Err is a *kuberc.DeniedError with client-go's
+// message.
+type PolicyError struct {
+	Policy kuberc.Policy
+	File   string // the kuberc file; empty if the policy came from elsewhere
+	Err    error
+}
+
+func (e *PolicyError) Error() string {
+	from := ""
+	if e.File != "" {
+		from = " in " + e.File
+	}
+	return fmt.Sprintf("exec-cache: the credential plugin policy%s (%s) does not allow the wrapped plugin: %v", from, e.Policy, e.Err)
+}
+
+func (e *PolicyError) Unwrap() error { return e.Err }
