@@ -66,14 +66,14 @@ var identities = []identity{
 	},
 	{
 		// Azure/kubelogin and az: AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_CONFIG_DIR,
-		// AZURE_FEDERATED_TOKEN_FILE, AAD_SERVICE_PRINCIPAL_*, the Terraform ARM_* and Azure
-		// Pipelines variables kubelogin also reads, managed identity endpoints, and the
-		// token cache under KUBECACHEDIR. int128/kubelogin may be installed as kubelogin
+		// AZURE_FEDERATED_TOKEN_FILE, AAD_SERVICE_PRINCIPAL_*, the Terraform ARM_*, Azure
+		// Pipelines and GitHub Actions (the job's federated token) variables kubelogin also
+		// reads, managed identity endpoints, and the token cache under KUBECACHEDIR. int128/kubelogin may be installed as kubelogin
 		// too; its identity is in its arguments and its token cache.
 		name:     "azure",
 		commands: []string{"kubelogin", "az"},
 		env: []string{"HOME", "KUBECACHEDIR", "AZURE_*", "AAD_*", "ARM_*", "AZURESUBSCRIPTION_*", "SYSTEM_ACCESSTOKEN",
-			"SYSTEM_OIDCREQUESTURI", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_*", "IMDS_ENDPOINT"},
+			"SYSTEM_OIDCREQUESTURI", "ACTIONS_ID_TOKEN_REQUEST_*", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_*", "IMDS_ENDPOINT"},
 	},
 	{
 		// int128/kubelogin as a kubectl plugin: the issuer and client are arguments; the

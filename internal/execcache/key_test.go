@@ -113,6 +113,11 @@ func TestKeyIdentity(t *testing.T) {
 		{"azure: terminal and desktop", "/usr/bin/kubelogin", with(terminal, "AZURE_CONFIG_DIR=/a"), with(desktop, "AZURE_CONFIG_DIR=/a"), nil, true},
 		{"azure: another client", "/usr/bin/kubelogin", with(terminal, "AZURE_CLIENT_ID=1"), with(desktop, "AZURE_CLIENT_ID=2"), nil, false},
 		{"azure: another token cache", "/usr/bin/kubelogin", with(terminal, "KUBECACHEDIR=/a"), with(desktop, "KUBECACHEDIR=/b"), nil, false},
+		// Regression: kubelogin's workload identity in GitHub Actions takes its federated
+		// token from the job's ACTIONS_ID_TOKEN_REQUEST_URL and _TOKEN, so another job (whose
+		// repository the client ID may not trust) must not be served this job's token.
+		{"azure: another GitHub Actions job", "/usr/bin/kubelogin", with(terminal, "ACTIONS_ID_TOKEN_REQUEST_URL=https://a/1"),
+			with(desktop, "ACTIONS_ID_TOKEN_REQUEST_URL=https://a/2"), nil, false},
 		{"oidc-login: terminal and desktop", "/home/u/bin/kubectl-oidc_login", terminal, desktop, nil, true},
 		{"unknown plugin: the whole environment", "/opt/corp/login", terminal, desktop, nil, false},
 		{"unknown plugin, declared: terminal and desktop", "/opt/corp/login", with(terminal, "CORP_USER=u"), with(desktop, "CORP_USER=u"), []string{"CORP_*"}, true},
