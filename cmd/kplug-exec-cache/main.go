@@ -16,11 +16,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execcache.Main(ctx, "kplug-exec-cache", os.Args[1:], execcache.Process{
-		Environ: os.Environ(),
-		Stdin:   os.Stdin,
-		Stdout:  os.Stdout,
-		Stderr:  os.Stderr,
-		Client:  execcache.ClientOf(os.Getppid()),
+		Environ:     os.Environ(),
+		Stdin:       os.Stdin,
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		Client:      execcache.ClientOf(os.Getppid()),
+		AccountHome: execcache.AccountHome(),
 	})
 	stop()
 	os.Exit(code)

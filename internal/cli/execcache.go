@@ -29,12 +29,13 @@ func newExecCacheCommand(g *globals) *cobra.Command {
 
 func runExecCache(ctx context.Context, g *globals, c *execcache.Command, args []string) error {
 	err := c.Run(ctx, args, execcache.Process{
-		Environ: os.Environ(),
-		Stdin:   stdinFile(g),
-		Stdout:  g.io.Out,
-		Stderr:  g.io.Err,
-		Client:  execcache.ClientOf(os.Getppid()),
-		Log:     g.log,
+		Environ:     os.Environ(),
+		Stdin:       stdinFile(g),
+		Stdout:      g.io.Out,
+		Stderr:      g.io.Err,
+		Client:      execcache.ClientOf(os.Getppid()),
+		Log:         g.log,
+		AccountHome: execcache.AccountHome(),
 	})
 	var exitErr *execplugin.ExitError
 	var usage *execcache.UsageError

@@ -119,10 +119,11 @@ func TestExecCacheAppliesKubercPolicy(t *testing.T) {
 	check("--kuberc denying", ExitFailure, denied, "--kuberc", deny)
 	t.Setenv("KUBERC", deny)
 	check("KUBERC denying", ExitFailure, denied)
-	check("--kuberc wins over KUBERC", ExitOK, "", "--kuberc", allow)
+	// Policies add up: the exec block's own --kuberc cannot replace the one KUBERC names.
+	check("--kuberc does not replace KUBERC", ExitFailure, denied, "--kuberc", allow)
 	t.Setenv("KUBERC", "off")
 	check("KUBERC=off", ExitOK, "")
-	check("KUBERC=off and --kuberc", ExitUsage, "Error: kuberc: disabling kuberc via KUBERC=off and passing kuberc flag are mutually exclusive\n", "--kuberc", allow)
+	check("KUBERC=off and --kuberc", ExitOK, "", "--kuberc", allow)
 	t.Setenv("KUBERC", "")
 	if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,6 +42,12 @@ its answer is printed unchanged and stored if it is a valid ExecCredential. A fa
 plugin's stdout, stderr and exit code come through as they were, and nothing is stored.
 With --storage keyring the answers rest in the OS keyring (Keychain, Credential Manager,
 the Secret Service or the kernel keyring on Linux) and no credential is written to disk.
+
+The credential plugin policy of kuberc (credentialPluginPolicy, credentialPluginAllowlist)
+applies to the wrapped plugin as it applies to kplug: a plugin the policy does not allow is
+neither run nor served from the cache. The policies add up, so that the exec block cannot
+remove one: the kuberc kubectl would read ($KUBERC, else ~/.kube/kuberc), the file
+--kuberc names, and always the account's own ~/.kube/kuberc.
 
 A credential the server rejected is not served again: a v1alpha1 client says so in
 spec.response, and a v1beta1 or v1 client that calls again while the answer it was given
@@ -94,7 +101,7 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&c.keyEnv, "key-env", nil, "this environment variable (or NAME* prefix) chooses the plugin's identity: the key then holds only such variables (and a known plugin's own), so terminal and desktop share entries; repeatable")
 	f.DurationVar(&c.failures, "failure-window", DefaultFailureWindow, "after the wrapped plugin fails or its login is cancelled, answer callers for this entry with that failure for this long instead of running it again (0: off; at most 10m)")
 	f.DurationVar(&c.waitLogin, "wait-for-login", 0, "a caller without a terminal whose plugin fails waits this long for a login done in a terminal to land in the cache (0: fail at once; at most 10m)")
-	f.StringVar(&c.kuberc, "kuberc", "", "kuberc file whose credential plugin policy the wrapped plugin must pass (default: $KUBERC, then ~/.kube/kuberc; KUBERC=off for none)")
+	f.StringVar(&c.kuberc, "kuberc", "", "one more kuberc file whose credential plugin policy the wrapped plugin must pass, beside $KUBERC (else ~/.kube/kuberc) and the account's own ~/.kube/kuberc")
 	f.BoolVar(&c.list, "list", false, "list the cache entries (credentials redacted), of COMMAND if given")
 	f.BoolVar(&c.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
 	f.BoolVar(&c.all, "all", false, "with --clear: remove every entry")
@@ -114,6 +121,10 @@ type Process struct {
 	// Client is the calling process, ClientOf(os.Getppid()).
 	Client Client
 	Log    *slog.Logger
+	// AccountHome is the home directory of the user running exec-cache from the user
+	// database (os/user), not from $HOME, which the kubeconfig can set: the kuberc there
+	// always applies. Empty leaves it out.
+	AccountHome string
 }
 
 // UsageError says the flags, the arguments or the configuration are wrong: nothing ran.
@@ -145,7 +156,7 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		return c.runClear(ctx, p.Stdout, dir, p.Environ, args)
 	}
 	// The client checked its policy against kplug; the wrapped command must pass it too.
-	rc, err := c.loadKuberc(p)
+	policies, err := c.loadKuberc(p)
 	if err != nil {
 		return err
 	}
@@ -171,31 +182,62 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		Stderr:      p.Stderr,
 		Client:      p.Client,
 		Log:         p.Log,
-		Policy:      rc.Policy(),
-		PolicyFile:  rc.Path,
+		Policies:    policies,
 	})
 }
 
-// loadKuberc finds and reads kuberc as kubectl does (--kuberc, KUBERC, KUBECTL_KUBERC, the
-// home directory). A named file that is missing or unusable, or an invalid policy, is a
-// usage error; what kubectl warns about is logged at debug level, as kubectl shows it.
-func (c *Command) loadKuberc(p Process) (*kuberc.Loaded, error) {
+// loadKuberc returns every credential plugin policy the wrapped command must pass. The
+// exec block that runs exec-cache comes from the kubeconfig the policy guards against:
+// its args can pass --kuberc, and its env can set KUBERC, KUBECTL_KUBERC and HOME after
+// the user's own values. So the policies add up, and none of those can remove one:
+//
+//   - the kuberc kubectl would read from this environment (KUBERC, KUBECTL_KUBERC, HOME);
+//   - the file --kuberc names, if any;
+//   - the account's own ~/.kube/kuberc, its home taken from the user database
+//     (Process.AccountHome), not from HOME.
+//
+// A named file that is missing or unusable, or an invalid policy, is a usage error; what
+// kubectl warns about is logged at debug level, as kubectl shows it.
+func (c *Command) loadKuberc(p Process) ([]FilePolicy, error) {
 	getenv := func(name string) string { return lookupEnv(p.Environ, name) }
-	l, err := kuberc.Load(kuberc.Options{
-		Path:     c.kuberc,
+	sources := []kuberc.Options{{
 		Env:      getenv("KUBERC"),
 		Home:     kuberc.HomeDir(getenv),
 		Disabled: strings.EqualFold(getenv("KUBECTL_KUBERC"), "false"),
-	})
-	if l != nil && p.Log != nil {
-		for _, w := range l.Warnings {
-			p.Log.Debug(w)
+	}}
+	if c.kuberc != "" {
+		sources = append(sources, kuberc.Options{Path: c.kuberc})
+	}
+	if p.AccountHome != "" {
+		sources = append(sources, kuberc.Options{Home: p.AccountHome})
+	}
+	var policies []FilePolicy
+	for _, o := range sources {
+		l, err := kuberc.Load(o)
+		if l != nil && p.Log != nil {
+			for _, w := range l.Warnings {
+				p.Log.Debug(w)
+			}
 		}
+		if err != nil {
+			return nil, &UsageError{Err: err}
+		}
+		if l.Preference == nil || slices.ContainsFunc(policies, func(f FilePolicy) bool { return f.File == l.Path }) {
+			continue
+		}
+		policies = append(policies, FilePolicy{Policy: l.Policy(), File: l.Path})
 	}
+	return policies, nil
+}
+
+// AccountHome returns the home directory of the user running the process from the user
+// database, or "" when it cannot be read: the value for Process.AccountHome.
+func AccountHome() string {
+	u, err := user.Current()
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return ""
 	}
-	return l, nil
+	return u.HomeDir
 }
 
 // lookupEnv returns the value of name in env (NAME=VALUE entries; the last one wins, as

@@ -6,6 +6,12 @@ import (
 	"github.com/kplug/kplug/execcred/kuberc"
 )
 
+// FilePolicy is a credential plugin policy and the kuberc file it came from.
+type FilePolicy struct {
+	Policy kuberc.Policy
+	File   string
+}
+
 // PolicyError says the credential plugin policy does not allow the wrapped command:
 // nothing ran and nothing was served. Err is a *kuberc.DeniedError with client-go's
 // message.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
@@ -79,12 +78,10 @@ type Options struct {
 	Now func() time.Time
 	// Log gets debug detail (hits, misses, refreshes) and warnings; nil discards them.
 	Log *slog.Logger
-	// Policy is the client's credential plugin policy (kuberc), which the wrapped command
-	// must pass before it runs or an answer it produced is served, so that the wrapper
-	// does not launder it; PolicyFile names its kuberc file, for the error. The zero
-	// Policy allows every plugin.
-	Policy     kuberc.Policy
-	PolicyFile string
+	// Policies are the credential plugin policies (kuberc) the wrapped command must pass,
+	// all of them, so that exec-cache does not launder the client's policy. None allows
+	// every plugin.
+	Policies []FilePolicy
 }
 
 // InfoError says KUBERNETES_EXEC_INFO could not be understood.
@@ -118,9 +115,13 @@ func Run(ctx context.Context, o Options) error {
 	if o.Dir == "" && o.Storage != StorageNone {
 		return errors.New("exec-cache: no cache directory")
 	}
-	command, err := o.Policy.Check(o.Command)
-	if err != nil {
-		return &PolicyError{Policy: o.Policy, File: o.PolicyFile, Err: err}
+	command := o.Command
+	for _, p := range o.Policies {
+		resolved, err := p.Policy.Check(o.Command)
+		if err != nil {
+			return &PolicyError{Policy: p.Policy, File: p.File, Err: err}
+		}
+		command = resolved
 	}
 	info, err := execInfo(o.Environ)
 	if err != nil {
