@@ -172,7 +172,17 @@ func testWaitForLogin(t *testing.T, h *harness) {
 		err := Run(context.Background(), o)
 		done <- result{out.String(), err}
 	}()
-	for h.plugin.Runs() == 0 {
+	// The failed run is recorded before the caller starts waiting; only then may the
+	// plugin succeed, or the waiter's own run could be the one that succeeds.
+	failed := func() bool {
+		for _, f := range h.entryFiles() {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(`"failure"`)) {
+				return true
+			}
+		}
+		return false
+	}
+	for !failed() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h.plugin.Exit(0)
