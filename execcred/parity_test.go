@@ -90,25 +90,6 @@ users:
 	return cfg
 }
 
-// viaClientGo makes one request with client-go's own exec authenticator.
-func viaClientGo(t *testing.T, cfg *rest.Config, url string) error {
-	t.Helper()
-	client, err := rest.HTTPClientFor(rest.CopyConfig(cfg))
-	if err != nil {
-		return err
-	}
-	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	return resp.Body.Close()
-}
-
 func TestExecInfoBytesMatchClientGo(t *testing.T) {
 	t.Parallel()
 	srv := newTokenServer(t)
@@ -130,7 +111,7 @@ func TestExecInfoBytesMatchClientGo(t *testing.T) {
 		}
 		// Same kubeconfig apart from the fake's private directory. The request itself may
 		// fail (the proxy-url case points nowhere): the plugin runs before it is sent.
-		_ = viaClientGo(t, kubeconfig(t, theirs, srv.URL, srv.caPEM(), tt.clusterExtra, tt.execExtra, tt.apiVersion), srv.URL)
+		_ = exectest.ClientGoGet(t, kubeconfig(t, theirs, srv.URL, srv.caPEM(), tt.clusterExtra, tt.execExtra, tt.apiVersion), srv.URL)
 		cfg, err := FromRESTConfig(kubeconfig(t, ours, srv.URL, srv.caPEM(), tt.clusterExtra, tt.execExtra, tt.apiVersion))
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +169,7 @@ func TestOutputDecodingMatchesClientGo(t *testing.T) {
 	srv := newTokenServer(t)
 	for name, out := range outputs {
 		f := exectest.New(t).Stdout(out)
-		theirErr := viaClientGo(t, kubeconfig(t, f, srv.URL, srv.caPEM(), "", "", V1), srv.URL)
+		theirErr := exectest.ClientGoGet(t, kubeconfig(t, f, srv.URL, srv.caPEM(), "", "", V1), srv.URL)
 		srv.mu.Lock()
 		theirAuth := ""
 		if theirErr == nil {

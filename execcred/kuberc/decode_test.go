@@ -11,13 +11,6 @@ import (
 // kubectl's own decoder.
 func TestDecode(t *testing.T) {
 	t.Parallel()
-	entries := func(cmds ...string) []AllowlistEntry {
-		l := []AllowlistEntry{}
-		for _, c := range cmds {
-			l = append(l, AllowlistEntry{Command: c})
-		}
-		return l
-	}
 	tests := []struct {
 		file    string
 		want    *Preference

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // Options say where kubectl would look for kuberc. A program fills them from its own
@@ -21,6 +22,17 @@ type Options struct {
 	// Disabled turns kuberc off, as KUBECTL_KUBERC=false (the feature gate) does for
 	// kubectl.
 	Disabled bool
+}
+
+// FromEnv returns the Options kubectl would take from its environment (KUBERC,
+// KUBECTL_KUBERC and the home directory), read with getenv, and the explicit file path.
+func FromEnv(path string, getenv func(string) string) Options {
+	return Options{
+		Path:     path,
+		Env:      getenv("KUBERC"),
+		Home:     HomeDir(getenv),
+		Disabled: strings.EqualFold(getenv("KUBECTL_KUBERC"), "false"),
+	}
 }
 
 // DefaultPath is where kubectl looks for kuberc when nothing names a file.

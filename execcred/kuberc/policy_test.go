@@ -9,15 +9,17 @@ import (
 	"testing"
 )
 
+// entries is an allowlist of commands, non-nil even when empty.
+func entries(cmds ...string) []AllowlistEntry {
+	l := []AllowlistEntry{}
+	for _, c := range cmds {
+		l = append(l, AllowlistEntry{Command: c})
+	}
+	return l
+}
+
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	entries := func(cmds ...string) []AllowlistEntry {
-		l := []AllowlistEntry{}
-		for _, c := range cmds {
-			l = append(l, AllowlistEntry{Command: c})
-		}
-		return l
-	}
 	tests := []struct {
 		name   string
 		policy Policy

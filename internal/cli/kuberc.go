@@ -2,7 +2,6 @@ package cli
 
 import (
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -21,12 +20,7 @@ func (o *kubercOptions) AddFlags(f *pflag.FlagSet) {
 // the home directory. A named file that is missing or unusable, or an invalid policy, is
 // a configuration error (exit 2); what kubectl would warn about goes to warn.
 func (o *kubercOptions) load(warn func(msg string, args ...any)) (*kuberc.Loaded, error) {
-	l, err := kuberc.Load(kuberc.Options{
-		Path:     o.path,
-		Env:      os.Getenv("KUBERC"),
-		Home:     kuberc.HomeDir(os.Getenv),
-		Disabled: strings.EqualFold(os.Getenv("KUBECTL_KUBERC"), "false"),
-	})
+	l, err := kuberc.Load(kuberc.FromEnv(o.path, os.Getenv))
 	if l != nil {
 		for _, w := range l.Warnings {
 			warn(w)

@@ -199,12 +199,7 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 // A named file that is missing or unusable, or an invalid policy, is a usage error; what
 // kubectl warns about is logged at debug level, as kubectl shows it.
 func (c *Command) loadKuberc(p Process) ([]FilePolicy, error) {
-	getenv := func(name string) string { return lookupEnv(p.Environ, name) }
-	sources := []kuberc.Options{{
-		Env:      getenv("KUBERC"),
-		Home:     kuberc.HomeDir(getenv),
-		Disabled: strings.EqualFold(getenv("KUBECTL_KUBERC"), "false"),
-	}}
+	sources := []kuberc.Options{kuberc.FromEnv("", func(name string) string { return lookupEnv(p.Environ, name) })}
 	if c.kuberc != "" {
 		sources = append(sources, kuberc.Options{Path: c.kuberc})
 	}
@@ -212,7 +207,16 @@ func (c *Command) loadKuberc(p Process) ([]FilePolicy, error) {
 		sources = append(sources, kuberc.Options{Home: p.AccountHome})
 	}
 	var policies []FilePolicy
+	// Each file is read once (the account's is usually kubectl's too), unless it is named
+	// explicitly after being read as a default file, which makes its errors count.
+	read := map[string]bool{} // path: read as named explicitly
 	for _, o := range sources {
+		if path, explicit, err := kuberc.Locate(o); err == nil && path != "" {
+			if was, ok := read[path]; ok && (was || !explicit) {
+				continue
+			}
+			read[path] = explicit
+		}
 		l, err := kuberc.Load(o)
 		if l != nil && p.Log != nil {
 			for _, w := range l.Warnings {
@@ -222,7 +226,7 @@ func (c *Command) loadKuberc(p Process) ([]FilePolicy, error) {
 		if err != nil {
 			return nil, &UsageError{Err: err}
 		}
-		if l.Preference == nil || slices.ContainsFunc(policies, func(f FilePolicy) bool { return f.File == l.Path }) {
+		if l.Preference == nil {
 			continue
 		}
 		policies = append(policies, FilePolicy{Policy: l.Policy(), File: l.Path})

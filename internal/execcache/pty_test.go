@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/creack/pty"
-
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/wire"
 )
@@ -16,12 +14,7 @@ import (
 // the terminal (for a login prompt); otherwise the null device.
 func TestRunInteractive(t *testing.T) {
 	t.Parallel()
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	defer ptmx.Close()
-	defer tty.Close()
+	tty := terminal(t)
 	for _, interactive := range []bool{true, false} {
 		h := newHarness(t)
 		h.opts.Stdin = tty

@@ -147,7 +147,8 @@ func Run(ctx context.Context, o Options) error {
 		log.Warn("exec-cache: " + wire.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
 	default:
 		source.interactive = info.Interactive
-		src = &diskCache{o: &o, next: source, path: path, info: info, log: log, interactive: source.runsInteractive()}
+		src = &diskCache{o: &o, next: source, path: path, info: info, log: log, interactive: source.runsInteractive(),
+			key: Key(path, o.Args, o.Environ, info, o.KeyEnv)}
 	}
 	out, err := src.answer(ctx)
 	var exitErr *execplugin.ExitError
@@ -212,12 +213,13 @@ type diskCache struct {
 	log  *slog.Logger
 	// interactive: the wrapped plugin runs with the terminal.
 	interactive bool
+	key         string // Key of this call
 }
 
 func (d *diskCache) answer(ctx context.Context) ([]byte, error) {
 	o := d.o
 	store := d.store()
-	key := Key(d.path, o.Args, o.Environ, d.info, o.KeyEnv)
+	key := d.key
 	id := store.ID(key)
 	log := d.log.With("entry", id[:12])
 	locked, err := store.Lock(ctx, key)
@@ -396,12 +398,7 @@ func (o *Options) store(ctx context.Context, v *vault, id string, locked *diskst
 // execInfo parses the last KUBERNETES_EXEC_INFO in env, as the plugin would see it; nil
 // when it is unset or empty.
 func execInfo(env []string) (*wire.Info, error) {
-	value := ""
-	for _, kv := range env {
-		if name, v, ok := strings.Cut(kv, "="); ok && envName(name) == wire.InfoEnv {
-			value = v
-		}
-	}
+	value := lookupEnv(env, wire.InfoEnv)
 	if value == "" {
 		return nil, nil
 	}
@@ -469,7 +466,6 @@ func (d *diskCache) afterFailure(ctx context.Context, err error) ([]byte, error)
 	ctx, cancel := context.WithTimeout(ctx, o.WaitLogin)
 	defer cancel()
 	store := d.store()
-	key := Key(d.path, o.Args, o.Environ, d.info, o.KeyEnv)
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
 	for {
@@ -478,7 +474,7 @@ func (d *diskCache) afterFailure(ctx context.Context, err error) ([]byte, error)
 			return nil, err
 		case <-tick.C:
 		}
-		if out := d.peek(ctx, store, key); out != nil {
+		if out := d.peek(ctx, store, d.key); out != nil {
 			return out, nil
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/exectest"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -254,7 +255,7 @@ func runParity(t *testing.T, p *recordedPlugin, kplug, kubeconfig, kubeContext s
 	}
 
 	// client-go: one request, as any client makes it.
-	r.clientGoErr = requestThroughClientGo(t, cfg, srv.URL)
+	r.clientGoErr = exectest.ClientGoGet(t, cfg, srv.URL)
 	if r.clientGoErr == nil {
 		r.clientGoBearer = srv.last()
 	}
@@ -279,25 +280,6 @@ func runParity(t *testing.T, p *recordedPlugin, kplug, kubeconfig, kubeContext s
 	}
 	r.cliOutput = taken()
 	return r
-}
-
-// requestThroughClientGo makes one request with client-go's own exec authenticator.
-func requestThroughClientGo(t *testing.T, cfg *rest.Config, url string) error {
-	t.Helper()
-	client, err := rest.HTTPClientFor(rest.CopyConfig(cfg))
-	if err != nil {
-		return err
-	}
-	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	return resp.Body.Close()
 }
 
 // checkAccepted checks that client-go and both forms of kplug's runtime accepted the
