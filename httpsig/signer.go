@@ -331,12 +331,11 @@ func contains(xs []string, x string) bool {
 
 // isSFKey reports whether s is a structured field key (RFC 8941 §3.1.2).
 func isSFKey(s string) bool {
-	if s == "" || !(s[0] == '*' || s[0] >= 'a' && s[0] <= 'z') {
+	if s == "" || (s[0] != '*' && !isLower(s[0])) {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("_-.*", c) >= 0) {
+		if c := s[i]; !isLower(c) && !isDigit(c) && strings.IndexByte("_-.*", c) < 0 {
 			return false
 		}
 	}
@@ -349,13 +348,15 @@ func isToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+		if c := s[i]; !isLower(c|0x20) && !isDigit(c) && strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
 			return false
 		}
 	}
 	return true
 }
+
+func isLower(c byte) bool { return c >= 'a' && c <= 'z' }
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func isPrintableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -118,7 +118,10 @@ func TestBodyOverLimitNotSent(t *testing.T) {
 	big := strings.Repeat("x", MaxBodyBytes+1)
 	// Unknown length, so the limit is found by reading.
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, io.NopCloser(strings.NewReader(big)))
-	_, err := (&http.Client{Transport: s.RoundTripper(nil)}).Do(req)
+	resp, err := (&http.Client{Transport: s.RoundTripper(nil)}).Do(req)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil || !strings.Contains(err.Error(), "httpsig: request body is over 3145728 bytes, kube-apiserver's limit; the request is not signed") {
 		t.Fatalf("got %v", err)
 	}

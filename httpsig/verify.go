@@ -221,6 +221,9 @@ func parseFields(h http.Header) ([]received, error) {
 		return nil, refuse(Malformed, "httpsig: Signature is not a structured field dictionary: %v", err)
 	}
 	labels := inputs.Names()
+	if len(labels) == 0 {
+		return nil, refuse(Malformed, "httpsig: Signature-Input names no signature")
+	}
 	if len(labels) > maxSignatures {
 		return nil, refuse(Malformed, "httpsig: Signature-Input has %d signatures; at most %d are accepted", len(labels), maxSignatures)
 	}

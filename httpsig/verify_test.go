@@ -262,6 +262,12 @@ func TestVerify(t *testing.T) {
 			r.Header.Del("Signature-Input")
 			return r
 		}, outcome: Malformed, err: "httpsig: the request needs both Signature-Input and Signature"},
+		// Found by FuzzVerify: an empty dictionary left Verify with no refusal to report.
+		{name: "empty Signature-Input", req: func() *http.Request {
+			r := signed(get())
+			r.Header.Set("Signature-Input", "")
+			return r
+		}, outcome: Malformed, err: "httpsig: Signature-Input names no signature"},
 		{name: "unparsable Signature-Input", req: func() *http.Request {
 			r := signed(get())
 			r.Header.Set("Signature-Input", "sig1=(")
