@@ -4,7 +4,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -408,14 +410,13 @@ func (v *verification) coverage(components []string) (Outcome, error) {
 		}
 		return Uncovered, errors.New("the request has a Content-Digest the signature does not cover")
 	}
-	for name := range h {
+	for _, name := range slices.Sorted(maps.Keys(h)) {
 		if l := strings.ToLower(name); IsProtectedHeader(l) && !contains(components, l) {
 			return Uncovered, fmt.Errorf("the request has %s, which the signature does not cover", name)
 		}
 	}
-	required := v.policy.RequiredHeaders
-	for name, accepted := range required {
-		if err := requiredHeader(h, components, name, accepted); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(v.policy.RequiredHeaders)) {
+		if err := requiredHeader(h, components, name, v.policy.RequiredHeaders[name]); err != nil {
 			return Required, err
 		}
 	}
