@@ -185,6 +185,15 @@ func TestVerify(t *testing.T) {
 			tampered.Header = r.Header
 			return tampered
 		}, outcome: Forged, err: "Content-Digest sha-256 does not match the body"},
+		{name: "body over MaxBodyBytes", req: func() *http.Request {
+			big := strings.Repeat("x", MaxBodyBytes+1)
+			r := testRequest(http.MethodPost, "/api/v1/pods", big)
+			r.ContentLength = -1 // chunked: the limit is found by reading
+			r.Header.Set(AudienceHeader, audience)
+			r.Header.Set("Content-Digest", contentDigest([]byte(big)))
+			rawSign(t, r, "sig1", ec, algECDSAP256, append(profileComponents, "content-type", "content-digest"), p)
+			return r
+		}, outcome: Malformed, err: "request body is over 3145728 bytes, kube-apiserver's limit"},
 		{name: "Content-Digest on a bodiless request is checked", req: func() *http.Request {
 			r := get()
 			r.Header.Set("Content-Digest", contentDigest([]byte("not empty")))
