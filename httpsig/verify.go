@@ -33,7 +33,10 @@ const (
 type Policy struct {
 	// RequiredHeaders maps a header name to the values accepted for it; every signature
 	// must cover each and, where the list is non-empty, carry one of the values exactly.
-	// It must name AudienceHeader with a non-empty list.
+	// AudienceHeader is required present and covered whether or not it is named here;
+	// naming it (with a non-empty list) also pins its value (KEP-6308 "Test Plan": the
+	// audience "is refused when absent even though no operator named it, and an entry
+	// for it with an empty accepted list fails configuration validation").
 	RequiredHeaders map[string][]string
 	// MaxAge is how old a created timestamp may be; zero means one minute.
 	MaxAge time.Duration
@@ -45,11 +48,10 @@ type Policy struct {
 }
 
 // Validate reports a Policy that breaks a rule of KEP-6308 "Required signed headers":
-// AudienceHeader named with a non-empty list, no reserved or invalid header names, no
-// name twice, no empty accepted value, and no negative durations.
+// AudienceHeader, if named, with a non-empty list; no reserved or invalid header names,
+// no name twice, no empty accepted value, and no negative durations.
 func (p Policy) Validate() error {
 	seen := map[string]string{}
-	audience := false
 	for name, values := range p.RequiredHeaders {
 		lower := strings.ToLower(name)
 		switch {
@@ -70,16 +72,22 @@ func (p Policy) Validate() error {
 			if len(values) == 0 {
 				return fmt.Errorf("httpsig: required header %s needs at least one accepted value naming this cluster", AudienceHeader)
 			}
-			audience = true
 		}
-	}
-	if !audience {
-		return fmt.Errorf("httpsig: required headers must name %s with the values naming this cluster", AudienceHeader)
 	}
 	if p.MaxAge < 0 || p.MaxClockSkew < 0 {
 		return errors.New("httpsig: maxAge and maxClockSkew must not be negative")
 	}
 	return nil
+}
+
+// namesAudience reports whether p names AudienceHeader (and so pins its values).
+func (p Policy) namesAudience() bool {
+	for name := range p.RequiredHeaders {
+		if strings.EqualFold(name, AudienceHeader) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p Policy) withDefaults() Policy {
@@ -413,6 +421,11 @@ func (v *verification) coverage(components []string) (Outcome, error) {
 	for _, name := range slices.Sorted(maps.Keys(h)) {
 		if l := strings.ToLower(name); IsProtectedHeader(l) && !contains(components, l) {
 			return Uncovered, fmt.Errorf("the request has %s, which the signature does not cover", name)
+		}
+	}
+	if !v.policy.namesAudience() {
+		if err := requiredHeader(h, components, AudienceHeader, nil); err != nil {
+			return Required, err
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.policy.RequiredHeaders)) {

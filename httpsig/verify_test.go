@@ -226,6 +226,17 @@ func TestVerify(t *testing.T) {
 			rawSign(t, r, "sig1", ec, algECDSAP256, profileComponents[:5], p)
 			return r
 		}, outcome: Required, err: "required header X-K8s-Audience is absent"},
+		{name: "audience not named by the policy: still required", req: func() *http.Request {
+			r := testRequest(http.MethodGet, "/api", "")
+			rawSign(t, r, "sig1", ec, algECDSAP256, profileComponents[:5], p)
+			return r
+		}, policy: func(p *Policy) { delete(p.RequiredHeaders, AudienceHeader) }, outcome: Required, err: "required header X-K8s-Audience is absent"},
+		{name: "audience not named by the policy: any value", req: func() *http.Request {
+			r := testRequest(http.MethodGet, "/api", "")
+			r.Header.Set(AudienceHeader, "https://any.example")
+			rawSign(t, r, "sig1", ec, algECDSAP256, profileComponents, p)
+			return r
+		}, policy: func(p *Policy) { delete(p.RequiredHeaders, AudienceHeader) }},
 		{name: "audience of another cluster", req: func() *http.Request {
 			r := testRequest(http.MethodGet, "/api", "")
 			r.Header.Set(AudienceHeader, "https://other.example")
@@ -385,7 +396,7 @@ func TestPolicyValidate(t *testing.T) {
 	}{
 		{"audience only", map[string][]string{AudienceHeader: {audience}}, ""},
 		{"audience in lowercase", map[string][]string{"x-k8s-audience": {audience}}, ""},
-		{"no audience", map[string][]string{"X-Session-Token": nil}, "httpsig: required headers must name X-K8s-Audience with the values naming this cluster"},
+		{"audience not named", map[string][]string{"X-Session-Token": nil}, ""},
 		{"audience with an empty list", map[string][]string{AudienceHeader: {}}, "httpsig: required header X-K8s-Audience needs at least one accepted value naming this cluster"},
 		{"reserved Authorization", map[string][]string{AudienceHeader: {audience}, "Authorization": nil}, `httpsig: required header "Authorization" is reserved`},
 		{"reserved Impersonate-User", map[string][]string{AudienceHeader: {audience}, "Impersonate-User": nil}, `required header "Impersonate-User" is reserved`},
