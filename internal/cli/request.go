@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
+
+	"github.com/kplug/kplug/execcred"
 )
 
 type requestOptions struct {
@@ -62,18 +64,11 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 	if o.data == "-" {
 		stdinUse = "used by the request body (--data -)"
 	}
-	session, err := o.kubeconfig.connect(ctx, g, cfg, stdinUse)
+	rt, done, err := o.transport(ctx, g, cfg, stdinUse)
 	if err != nil {
 		return err
 	}
-	defer session.Close()
-	rt, err := session.Transport()
-	if err != nil {
-		if !session.Proxied() {
-			err = invalidConfig(err) // the kubeconfig's TLS settings
-		}
-		return err
-	}
+	defer done()
 	method := o.method
 	if method == "" {
 		method = http.MethodGet
@@ -98,6 +93,39 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	return nil
+}
+
+// transport authenticates requests as the context's user: signed in process when the user
+// has an httpSignature block, else through an exec proxy session. Call done after the
+// request.
+func (o *requestOptions) transport(ctx context.Context, g *globals, cfg *rest.Config, stdinUse string) (rt http.RoundTripper, done func(), err error) {
+	h, err := o.kubeconfig.httpSignature()
+	if err != nil {
+		return nil, nil, err
+	}
+	if h != nil {
+		src, done, err := o.kubeconfig.signingSource(ctx, g, cfg, h, stdinUse)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rt, err = execcred.HTTPTransport(cfg, src, true); err != nil {
+			done()
+			return nil, nil, invalidConfig(err) // the kubeconfig's TLS settings
+		}
+		return rt, done, nil
+	}
+	session, err := o.kubeconfig.connect(ctx, g, cfg, stdinUse)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rt, err = session.Transport(); err != nil {
+		if !session.Proxied() {
+			err = invalidConfig(err) // the kubeconfig's TLS settings
+		}
+		session.Close()
+		return nil, nil, err
+	}
+	return rt, session.Close, nil
 }
 
 func (o *requestOptions) body(stdin io.Reader) ([]byte, error) {
