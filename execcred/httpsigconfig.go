@@ -1,7 +1,6 @@
 package execcred
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplug/kplug/execcred/wire"
@@ -112,10 +112,14 @@ func httpSignatureIn(kubeconfig []byte, user string) (h *HTTPSignature, found bo
 		if len(u.User.HTTPSignature) == 0 || string(u.User.HTTPSignature) == "null" {
 			return nil, true, nil
 		}
-		dec := json.NewDecoder(bytes.NewReader(u.User.HTTPSignature))
-		dec.DisallowUnknownFields()
+		// Strict and case-sensitive, as Kubernetes decodes its configuration: a misspelt
+		// field is an error, not a key silently left out.
 		h = &HTTPSignature{}
-		if err := dec.Decode(h); err != nil {
+		strict, err := kjson.UnmarshalStrict(u.User.HTTPSignature, h, kjson.DisallowUnknownFields)
+		if err == nil && len(strict) > 0 {
+			err = errors.Join(strict...)
+		}
+		if err != nil {
 			return nil, true, fmt.Errorf("httpSignature: %w", err)
 		}
 		return h, true, nil
