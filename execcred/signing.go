@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // certificate it signs under, and the values of the headers it covers. A credential with
 // Signing carries neither a token nor a client certificate: Transport signs each request
 // instead. The key and the header values (which may be session tokens) never leave the
-// process: String and LogValue show neither.
+// process: String, LogValue and MarshalJSON show neither.
 type Signing struct {
 	Signer *httpsig.Signer
 	// Certificate is the leaf the signer's keyid names, or nil for a key named by a key ID.
@@ -36,6 +37,10 @@ func (s *Signing) String() string {
 
 // LogValue is what slog prints for s: String, never the key or the header values.
 func (s *Signing) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON writes String, so that a Credential logged or encoded as JSON does not
+// carry the header values either.
+func (s *Signing) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // HeaderNames returns the names of the signed headers, sorted.
 func (s *Signing) HeaderNames() []string {
