@@ -15,9 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,65 +24,11 @@ import (
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/httpsigtest"
 	"github.com/kplug/kplug/internal/testpki"
 )
 
 const testAudience = "https://k.example"
-
-// seenRequest is what the verifying server saw of one request.
-type seenRequest struct {
-	Method, Path, Body, KeyID, Authorization string
-	Err                                      string // why Verify refused it; empty if accepted
-}
-
-// verifyingServer is an API server stand-in that verifies each request's KEP-6308
-// signature with httpsig.Verify, under a policy that requires testAudience, and records
-// what it saw. Certificate keys are trusted as they come (the verifier's chain checks
-// are not under test here); other key IDs are looked up in keys.
-type verifyingServer struct {
-	*httptest.Server
-	mu   sync.Mutex
-	seen []seenRequest
-}
-
-func newVerifyingServer(t *testing.T, keys map[string]any) *verifyingServer {
-	t.Helper()
-	s := &verifyingServer{}
-	policy := httpsig.Policy{RequiredHeaders: map[string][]string{httpsig.AudienceHeader: {testAudience}}}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen := seenRequest{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization")}
-		sig, err := httpsig.Verify(r, policy, func(sig *httpsig.Signature) (any, error) {
-			if sig.Certificate != nil {
-				return sig.Certificate.PublicKey, nil
-			}
-			if k, ok := keys[sig.KeyID]; ok {
-				return k, nil
-			}
-			return nil, errors.New("unknown key")
-		})
-		body, _ := io.ReadAll(r.Body)
-		seen.Body = string(body)
-		if err != nil {
-			seen.Err = err.Error()
-		} else {
-			seen.KeyID = sig.KeyID
-		}
-		s.mu.Lock()
-		s.seen = append(s.seen, seen)
-		s.mu.Unlock()
-		if err != nil {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-		}
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *verifyingServer) requests() []seenRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]seenRequest(nil), s.seen...)
-}
 
 // getAndPost sends a GET and a POST with a body through rt and fails unless both are
 // accepted.
@@ -161,7 +105,7 @@ func certKeyID(t *testing.T, certPEM []byte) string {
 // signed under the certificate's keyid and carries no bearer token.
 func TestHTTPSignaturePluginCertificate(t *testing.T) {
 	t.Parallel()
-	srv := newVerifyingServer(t, nil)
+	srv := httpsigtest.New(t, testAudience, nil)
 	kp, err := testpki.NewTestCA(t, "httpsig-ca").IssueClient("signer", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -183,12 +127,12 @@ func TestHTTPSignaturePluginCertificate(t *testing.T) {
 	getAndPost(t, rt, srv.URL)
 
 	want := certKeyID(t, kp.CertPEM)
-	for _, r := range srv.requests() {
+	for _, r := range srv.Requests() {
 		if r.Err != "" || r.KeyID != want || r.Authorization != "" {
 			t.Errorf("%s %s: keyid %q, Authorization %q, refused: %s", r.Method, r.Path, r.KeyID, r.Authorization, r.Err)
 		}
 	}
-	if n := len(srv.requests()); n != 4 || p.Runs() != 1 {
+	if n := len(srv.Requests()); n != 4 || p.Runs() != 1 {
 		t.Errorf("%d requests after %d plugin runs, want 4 after 1", n, p.Runs())
 	}
 	wantSpec := `"httpSignature":{"signedHeaders":[{"name":"X-Session"},{"name":"X-K8s-Audience"}]}`
@@ -204,7 +148,7 @@ func TestHTTPSignaturePluginKeyRotates(t *testing.T) {
 	clk := newClock()
 	keys := map[string]any{}
 	var outputs []string
-	for _, id := range []string{"key-1", "key-2"} {
+	for i, id := range []string{"key-1", "key-2"} {
 		key, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 		if err != nil {
 			t.Fatal(err)
@@ -217,9 +161,9 @@ func TestHTTPSignaturePluginKeyRotates(t *testing.T) {
 		outputs = append(outputs, signingOutput(t, map[string]any{
 			"keyID": id, "algorithm": "ecdsa-p384-sha384", "privateKey": string(testpki.PEM("PRIVATE KEY", der)),
 			"signedHeaders": map[string]string{httpsig.AudienceHeader: testAudience},
-		}, clk.Now().Add(time.Hour)))
+		}, clk.Now().Add(time.Duration(i+1)*time.Hour)))
 	}
-	srv := newVerifyingServer(t, keys)
+	srv := httpsigtest.New(t, testAudience, keys)
 	p, cfg := signingPlugin(t, srv.URL, outputs[0])
 	src, err := NewHTTPSignatureSource(cfg, pluginBlock(), Options{Host: quietHost(), RefreshBefore: -1, Now: clk.Now})
 	if err != nil {
@@ -234,7 +178,7 @@ func TestHTTPSignaturePluginKeyRotates(t *testing.T) {
 	clk.Add(time.Hour + time.Second)
 	getAndPost(t, rt, srv.URL)
 	var got []string
-	for _, r := range srv.requests() {
+	for _, r := range srv.Requests() {
 		got = append(got, r.KeyID)
 	}
 	if strings.Join(got, " ") != "key-1 key-1 key-2 key-2" || p.Runs() != 2 {
@@ -245,7 +189,7 @@ func TestHTTPSignaturePluginKeyRotates(t *testing.T) {
 // TestHTTPSignaturePluginHMAC: a plain secret with a keyID is an hmac-sha256 key.
 func TestHTTPSignaturePluginHMAC(t *testing.T) {
 	t.Parallel()
-	srv := newVerifyingServer(t, map[string]any{"hmac-1": []byte("0123456789abcdef0123456789abcdef")})
+	srv := httpsigtest.New(t, testAudience, map[string]any{"hmac-1": []byte("0123456789abcdef0123456789abcdef")})
 	_, cfg := signingPlugin(t, srv.URL, signingOutput(t, map[string]any{
 		"keyID": "hmac-1", "secret": "0123456789abcdef0123456789abcdef",
 		"signedHeaders": map[string]string{httpsig.AudienceHeader: testAudience},
@@ -317,7 +261,7 @@ func TestHTTPSignaturePluginErrors(t *testing.T) {
 // request under the certificate's keyid, with the kubeconfig's header values.
 func TestHTTPSignatureKeyFiles(t *testing.T) {
 	t.Parallel()
-	srv := newVerifyingServer(t, nil)
+	srv := httpsigtest.New(t, testAudience, nil)
 	kp, err := testpki.NewTestCA(t, "httpsig-ca").IssueClient("signer", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +284,7 @@ func TestHTTPSignatureKeyFiles(t *testing.T) {
 		getAndPost(t, rt, srv.URL)
 	}
 	want := certKeyID(t, kp.CertPEM)
-	for _, r := range srv.requests() {
+	for _, r := range srv.Requests() {
 		if r.Err != "" || r.KeyID != want {
 			t.Errorf("%s: keyid %q, refused: %s", r.Method, r.KeyID, r.Err)
 		}

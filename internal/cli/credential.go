@@ -97,6 +97,7 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 	if o.output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // "<redacted, 29 bytes>" as it is
 		return enc.Encode(s)
 	}
 	return printCredential(out, s, time.Now())
