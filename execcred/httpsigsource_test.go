@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -341,5 +342,20 @@ func TestSigningNeverLogged(t *testing.T) {
 	}
 	if out := buf.String(); strings.Contains(out, "session-s3cr3t") || strings.Contains(out, key.D.String()) || !strings.Contains(out, "keyid=k") {
 		t.Errorf("log %s", out)
+	}
+}
+
+// TestLinksNoPKCS11: programs using execcred never link a PKCS#11 library (cgo) for
+// httpSignature key files; kplug's CLI opens pkcs11: keys through Options.OpenKey.
+func TestLinksNoPKCS11(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "github.com/kplug/kplug/execcred").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.Contains(dep, "crypto11") || strings.Contains(dep, "pkcs11") || dep == "github.com/kplug/kplug/execproxy/modify" {
+			t.Errorf("execcred links %s", dep)
+		}
 	}
 }
