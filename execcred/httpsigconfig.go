@@ -65,7 +65,7 @@ func LoadHTTPSignature(files []string, user string) (*HTTPSignature, error) {
 		if file == "" {
 			continue
 		}
-		b, err := os.ReadFile(file)
+		b, err := os.ReadFile(file) //nolint:gosec // the kubeconfig files clientcmd has just read
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

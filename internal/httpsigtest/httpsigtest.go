@@ -77,7 +77,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	_, _ = io.WriteString(w, sig.KeyID)
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, sig.KeyID) //nolint:gosec // plain text, for tests
+
 }
 
 // Requests returns what the server saw so far, in order.
