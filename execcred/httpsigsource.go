@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/pemkey"
 )
 
 // NewHTTPSignatureSource returns the Source of signing material for a kubeconfig user
@@ -82,7 +83,7 @@ func (f *KeyFiles) Credential(context.Context, *Rejection) (*Credential, error) 
 	}
 	key := f.Key
 	if key == nil {
-		if key, err = parsePrivateKey(keyPEM); err != nil {
+		if key, err = pemkey.Parse(keyPEM); err != nil {
 			return nil, fmt.Errorf("httpSignature key %s: %w", f.keyName(), err)
 		}
 	}

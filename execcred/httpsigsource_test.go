@@ -56,6 +56,20 @@ func getAndPost(t *testing.T, rt http.RoundTripper, url string) {
 	}
 }
 
+// signingTransport is HTTPTransport for cfg, signing with h's material.
+func signingTransport(t *testing.T, cfg *rest.Config, h *HTTPSignature, o Options) http.RoundTripper {
+	t.Helper()
+	src, err := NewHTTPSignatureSource(cfg, h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := HTTPTransport(cfg, src, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
 // signingPlugin is a fake exec plugin, configured in a rest.Config for server, that
 // answers with out.
 func signingPlugin(t *testing.T, server, out string) (*exectest.Plugin, *rest.Config) {
@@ -117,14 +131,7 @@ func TestHTTPSignaturePluginCertificate(t *testing.T) {
 		"signedHeaders": map[string]string{httpsig.AudienceHeader: testAudience, "X-Session": "s"},
 	}, time.Time{})
 	p, cfg := signingPlugin(t, srv.URL, out)
-	src, err := NewHTTPSignatureSource(cfg, pluginBlock("X-Session"), Options{Host: quietHost()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := HTTPTransport(cfg, src, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := signingTransport(t, cfg, pluginBlock("X-Session"), Options{Host: quietHost()})
 	getAndPost(t, rt, srv.URL)
 	getAndPost(t, rt, srv.URL)
 
@@ -167,14 +174,7 @@ func TestHTTPSignaturePluginKeyRotates(t *testing.T) {
 	}
 	srv := httpsigtest.New(t, testAudience, keys)
 	p, cfg := signingPlugin(t, srv.URL, outputs[0])
-	src, err := NewHTTPSignatureSource(cfg, pluginBlock(), Options{Host: quietHost(), RefreshBefore: -1, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := HTTPTransport(cfg, src, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := signingTransport(t, cfg, pluginBlock(), Options{Host: quietHost(), RefreshBefore: -1, Now: clk.Now})
 	getAndPost(t, rt, srv.URL)
 	p.Stdout(outputs[1])
 	clk.Add(time.Hour + time.Second)
@@ -196,14 +196,7 @@ func TestHTTPSignaturePluginHMAC(t *testing.T) {
 		"keyID": "hmac-1", "secret": "0123456789abcdef0123456789abcdef",
 		"signedHeaders": map[string]string{httpsig.AudienceHeader: testAudience},
 	}, time.Time{}))
-	src, err := NewHTTPSignatureSource(cfg, pluginBlock(), Options{Host: quietHost()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := HTTPTransport(cfg, src, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := signingTransport(t, cfg, pluginBlock(), Options{Host: quietHost()})
 	getAndPost(t, rt, srv.URL)
 }
 
@@ -238,7 +231,7 @@ func TestHTTPSignaturePluginErrors(t *testing.T) {
 		{"the wrong algorithm", signingOutput(t, map[string]any{"keyID": "k", "algorithm": "ed25519", "privateKey": key, "signedHeaders": audience}, time.Time{}), nil,
 			`exec plugin's httpSignature: algorithm "ed25519" does not fit the key, which signs with ecdsa-p256-sha256`},
 		{"a garbled key", signingOutput(t, map[string]any{"keyID": "k", "privateKey": "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n", "signedHeaders": audience}, time.Time{}), nil,
-			"exec plugin's httpSignature.privateKey: parsing the PRIVATE KEY: "},
+			"exec plugin's httpSignature.privateKey: parsing PRIVATE KEY: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -275,15 +268,7 @@ func TestHTTPSignatureKeyFiles(t *testing.T) {
 		{APIVersion: HTTPSignatureAPIVersion, CredentialBundleFile: bundle, SignedHeaders: headers},
 	} {
 		cfg := &rest.Config{Host: srv.URL}
-		src, err := NewHTTPSignatureSource(cfg, h, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rt, err := HTTPTransport(cfg, src, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		getAndPost(t, rt, srv.URL)
+		getAndPost(t, signingTransport(t, cfg, h, Options{}), srv.URL)
 	}
 	want := certKeyID(t, kp.CertPEM)
 	for _, r := range srv.Requests() {

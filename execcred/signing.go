@@ -15,6 +15,7 @@ import (
 
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/pemkey"
 )
 
 // Signing is the KEP-6308 signing material of a Credential: a ready signer, the
@@ -86,7 +87,7 @@ func signingFromStatus(h *wire.HTTPSignature) (*Signing, error) {
 	key := httpsig.Key{KeyID: h.KeyID}
 	switch {
 	case h.PrivateKey != "":
-		signer, err := parsePrivateKey([]byte(h.PrivateKey))
+		signer, err := pemkey.Parse([]byte(h.PrivateKey))
 		if err != nil {
 			return nil, fmt.Errorf("%s.privateKey: %w", what, err)
 		}
@@ -118,38 +119,6 @@ func headerValue(headers map[string]string, name string) string {
 		}
 	}
 	return ""
-}
-
-// parsePrivateKey reads the first PEM private key of b: PKCS#8, PKCS#1 or SEC 1.
-func parsePrivateKey(b []byte) (crypto.Signer, error) {
-	for {
-		var block *pem.Block
-		if block, b = pem.Decode(b); block == nil {
-			return nil, errors.New("no PEM private key")
-		}
-		var key any
-		var err error
-		switch block.Type {
-		case "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(block.Bytes)
-		case "RSA PRIVATE KEY":
-			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-		case "ENCRYPTED PRIVATE KEY":
-			return nil, errors.New("the private key is encrypted; kplug reads unencrypted PEM keys")
-		default:
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parsing the %s: %w", block.Type, err)
-		}
-		signer, ok := key.(crypto.Signer)
-		if !ok {
-			return nil, fmt.Errorf("unsupported private key type %T", key)
-		}
-		return signer, nil
-	}
 }
 
 // leafOf returns the first certificate of the PEM data b, which must be key's. The

@@ -6,8 +6,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,22 +19,7 @@ import (
 // TestRequestSignsWithPKCS11Key: an httpSignature keyFile that is a pkcs11: URI signs on
 // a SoftHSM2 token, through the key loader proxy-plugin --sign-key uses.
 func TestRequestSignsWithPKCS11Key(t *testing.T) {
-	if _, err := softhsm.Module(); err != nil {
-		if os.Getenv("KPLUG_E2E_REQUIRED") != "" {
-			t.Fatal(err)
-		}
-		t.Skipf("skipping PKCS#11 test: %v", err)
-	}
-	dir := t.TempDir()
-	tok, err := softhsm.NewToken(dir, "kplug-httpsig", "4711")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(softhsm.ConfEnv, tok.Conf)
-	pinFile := filepath.Join(dir, "pin")
-	if err := os.WriteFile(pinFile, []byte(tok.PIN+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tok, pinFile := softhsm.NewTestToken(t, "kplug-httpsig")
 	pub, err := tok.Generate("ecdsa-p256", "signer")
 	if err != nil {
 		t.Fatal(err)

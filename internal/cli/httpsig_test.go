@@ -25,10 +25,7 @@ const signingAudience = "https://k.example"
 func signingKubeconfig(t *testing.T, srv *httpsigtest.Server, user string) string {
 	t.Helper()
 	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	caFile := writeServerCA(t, srv.Server)
 	doc := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
