@@ -37,7 +37,9 @@ func newCredentialCommand(g *globals) *cobra.Command {
 		Long: `Run the exec credential plugin of a kubeconfig context exactly as client-go would
 (same KUBERNETES_EXEC_INFO, environment, stdin and stderr), and show the credential it
 returned: its kind, its expiry and, for a client certificate, its subject and NotAfter.
-Tokens are redacted unless --show-token.`,
+For a user with an httpSignature block (KEP-6308), the signing key it returned (or its
+key files hold): key ID, algorithm, certificate and signed headers, never the key.
+Tokens and signed header values are redacted unless --show-token.`,
 		Example: `  kplug credential --context prod
   kplug credential -o json --show-token | jq -r .token`,
 		Args: usageArgs(cobra.NoArgs),

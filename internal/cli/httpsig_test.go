@@ -208,3 +208,47 @@ func TestSigningMaterialNeverLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestSignsWithKUBECONFIGMerge: with $KUBECONFIG naming two files, the block of the
+// first file that defines the user counts, as clientcmd merges users, and its relative
+// key files are resolved against that file's directory; the second file's definition of
+// the user (a token) is ignored.
+func TestRequestSignsWithKUBECONFIGMerge(t *testing.T) {
+	srv := httpsigtest.NewTLS(t, signingAudience, nil)
+	kp, err := testpki.NewTestCA(t, "cli-signing-ca").IssueClient("signer", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := signingKubeconfig(t, srv, "    token: not-this-one")
+	firstDir := t.TempDir()
+	bundle := filepath.Join(firstDir, "keys", "bundle.pem")
+	if err := os.MkdirAll(filepath.Dir(bundle), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, append(kp.CertPEM, kp.KeyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(firstDir, "config")
+	if err := os.WriteFile(first, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+users:
+- name: signer
+  user:
+    httpSignature:
+      apiVersion: client.authentication.k8s.io/v1alpha1
+      credentialBundleFile: keys/bundle.pem
+      signedHeaders: [{name: X-K8s-Audience, value: %q}]
+`, signingAudience)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", first+string(os.PathListSeparator)+second)
+	code, out, errOut := run(t, "request", "/api")
+	if code != ExitOK || !strings.HasPrefix(out, httpsig.CertificateKeyIDPrefix) || errOut != "" {
+		t.Errorf("code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, r := range srv.Requests() {
+		if r.Authorization != "" {
+			t.Errorf("Authorization %q sent", r.Authorization)
+		}
+	}
+}

@@ -34,8 +34,9 @@ func newRequestCommand(g *globals) *cobra.Command {
 		Short: "Make one authenticated request to the API server through kplug's client runtime",
 		Long: `Make one request to the context's API server with the whole client runtime: the exec
 credential plugin (cached, refreshed ahead of expiry, refreshed and retried once after a
-401), TLS settings and proxy-url. The response body goes to stdout; a status other than
-2xx is reported on stderr and exits 1.`,
+401), TLS settings and proxy-url. A user with an httpSignature block (KEP-6308) signs the
+request in process instead, with its key files or its plugin's key. The response body
+goes to stdout; a status other than 2xx is reported on stderr and exits 1.`,
 		Example: `  kplug request /api/v1/namespaces/default/pods
   kplug request -X POST -d @ns.json /api/v1/namespaces
   kplug request /apis/authentication.k8s.io/v1/selfsubjectreviews -d '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}'`,
