@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred/kuberc"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // InteractiveMode says whether a plugin may use the terminal.
@@ -46,6 +47,10 @@ type Config struct {
 	// Policy allows every plugin. kuberc.Load reads it as kubectl does; FromRESTConfig
 	// takes it from rest.Config.ExecProvider.PluginPolicy, where kubectl puts it.
 	Policy kuberc.Policy
+	// HTTPSignature, if set, is sent as spec.httpSignature: the client signs requests
+	// (KEP-6308) and the plugin must answer with signing material that has a value for
+	// every header it names. NewHTTPSignatureSource sets it from a kubeconfig's block.
+	HTTPSignature *wire.HTTPSignatureRequest
 }
 
 // ConfigError says a configuration is invalid, so that no plugin ran: a Config that

@@ -8,8 +8,9 @@ import (
 	"github.com/kplug/kplug/execcred/wire"
 )
 
-// Credential is what a plugin returned: a bearer token, a client certificate, or both.
-// A Credential is immutable once returned; compare pointers to tell generations apart.
+// Credential is what a plugin returned: a bearer token, a client certificate, or both; or
+// signing material (KEP-6308), alone. A Credential is immutable once returned; compare
+// pointers to tell generations apart.
 type Credential struct {
 	Token string
 	// Certificate is the parsed client certificate and key, with Leaf set; nil if none.
@@ -19,6 +20,9 @@ type Credential struct {
 	// Proxy is set when the plugin is an exec proxy: requests go through it, Certificate is
 	// the credential for the hop to the proxy, and Token is empty.
 	Proxy *ProxyConfig
+	// HTTPSignature is set when the plugin returned signing material (status.httpSignature)
+	// instead of a token or a client certificate: Transport signs each request with it.
+	HTTPSignature *Signing
 
 	authorization []string // "Bearer <token>", built once
 	certPEM       []byte
@@ -66,6 +70,11 @@ func FromStatus(s *Status) (*Credential, error) {
 		return nil, err
 	}
 	c := &Credential{Token: s.Token, Proxy: s.ProxyConfig, Certificate: cert, seq: credentials.Add(1)}
+	if s.HTTPSignature != nil {
+		if c.HTTPSignature, err = signingFromStatus(s.HTTPSignature); err != nil {
+			return nil, err
+		}
+	}
 	if s.Token != "" {
 		c.authorization = []string{"Bearer " + s.Token}
 	}

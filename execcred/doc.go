@@ -26,6 +26,10 @@
 //     certificate to the TLS layer below it, closing the connections it dialled when the
 //     certificate changes. HTTPTransport builds one for a *rest.Config; ConfigFor adapts a
 //     *rest.Config so that every transport client-go builds from it carries the token.
+//     For a credential with signing material (KEP-6308, Credential.HTTPSignature) it signs
+//     each request instead, with no token and no client certificate; a kubeconfig user's
+//     httpSignature block (LoadHTTPSignature) gives that material from key files or from
+//     the exec plugin (NewHTTPSignatureSource).
 //
 // New composes the standard pipeline (what client-go does, plus refresh-ahead, and
 // backoff, metrics and a timeout when asked); the Example composes it by hand.

@@ -6,12 +6,6 @@ import "github.com/kplug/kplug/execcred/wire"
 // kind, apiVersion and spec in that order, and a trailing newline. cluster is sent only for
 // v1beta1 and v1; response only for v1alpha1.
 func ExecInfo(apiVersion string, interactive bool, cluster *Cluster, response *Response) ([]byte, error) {
-	return execInfo(apiVersion, interactive, cluster, response, "")
-}
-
-// execInfo adds lockFilePath (v1beta1 and v1), which a client that supports exec proxies
-// sends; see docs/exec-proxy.md.
-func execInfo(apiVersion string, interactive bool, cluster *Cluster, response *Response, lockFilePath string) ([]byte, error) {
-	i := wire.Info{APIVersion: apiVersion, Interactive: interactive, Cluster: cluster, Response: response, LockFilePath: lockFilePath}
+	i := wire.Info{APIVersion: apiVersion, Interactive: interactive, Cluster: cluster, Response: response}
 	return i.Encode()
 }

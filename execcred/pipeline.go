@@ -1,6 +1,7 @@
 package execcred
 
 import (
+	"crypto"
 	"log/slog"
 	"time"
 
@@ -24,6 +25,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of every piece; nil means time.Now.
 	Now func() time.Time
+	// OpenKey opens an httpSignature keyFile that is a URI rather than a file name
+	// (NewHTTPSignatureSource), such as pkcs11:; the caller closes what it opened when
+	// done. nil means PEM key files only: execcred links no PKCS#11 library.
+	OpenKey func(uri string) (crypto.Signer, error)
 }
 
 // New validates cfg and composes the standard pipeline, from the plugin outward:

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 )
 
@@ -80,7 +81,10 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 	} else {
 		rejected = nil
 	}
-	info, err := execInfo(p.cfg.APIVersion, interactive, cluster, rejected, p.cfg.LockFilePath)
+	// lockFilePath (v1beta1 and v1) says the client supports exec proxies; see
+	// docs/exec-proxy.md.
+	info, err := (&wire.Info{APIVersion: p.cfg.APIVersion, Interactive: interactive, Cluster: cluster, Response: rejected,
+		LockFilePath: p.cfg.LockFilePath, HTTPSignature: p.cfg.HTTPSignature}).Encode()
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: encoding %s: %w", p.cfg.Command, InfoEnv, err)
 	}
@@ -114,10 +118,30 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 		return nil, err // execplugin errors name the plugin
 	}
 	cred, err := DecodeOutput(p.cfg.APIVersion, res.Stdout)
+	if err == nil {
+		err = checkSigning(p.cfg.HTTPSignature, cred)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", p.cfg.Command, err)
 	}
 	return cred, nil
+}
+
+// checkSigning checks that a plugin asked for signing material returned it, with a value
+// for every header asked for.
+func checkSigning(asked *wire.HTTPSignatureRequest, cred *Credential) error {
+	if asked == nil {
+		return nil
+	}
+	if cred.HTTPSignature == nil {
+		return errors.New("the kubeconfig user has httpSignature, so the plugin must return signing material in status.httpSignature (KEP-6308), not a token or client certificate")
+	}
+	for _, h := range asked.SignedHeaders {
+		if headerValue(cred.HTTPSignature.Headers, h.Name) == "" {
+			return fmt.Errorf("the plugin returned no value for the signed header %s, which the kubeconfig's httpSignature.signedHeaders names: it must return it in status.httpSignature.signedHeaders", h.Name)
+		}
+	}
+	return nil
 }
 
 // interactive applies client-go's table: the terminal check comes before StdinUnavailable.

@@ -16,7 +16,8 @@ import (
 // with its Source's credential, and, for the TLS layer below it, the hooks that present the
 // credential's client certificate and close connections when that certificate changes.
 //
-// RoundTrip adds the bearer token; a request that already has an Authorization header is
+// RoundTrip adds the bearer token, or, for a credential with signing material
+// (Credential.HTTPSignature), signs a copy of the request with it (KEP-6308); a request that already has an Authorization header is
 // sent as it is, and the source is not asked. On a 401 the credential is replaced (the
 // source is asked with a Rejection, which a Cache turns into one plugin run per
 // generation), and with RetryAfterRefresh a request whose body can be replayed is sent once
@@ -72,7 +73,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errCertificateInConfig
 	}
 	t.seen(cred)
-	resp, err := t.base().RoundTrip(withCredential(req, cred))
+	resp, err := t.send(req, cred)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
 	}
@@ -88,7 +89,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	t.seen(fresh)
-	return t.base().RoundTrip(withCredential(retry, fresh))
+	return t.send(retry, fresh)
+}
+
+// send sends req with cred: signed with its signing material, or with its token.
+func (t *Transport) send(req *http.Request, cred *Credential) (*http.Response, error) {
+	if cred.HTTPSignature != nil {
+		return cred.HTTPSignature.RoundTripper(t.base()).RoundTrip(req)
+	}
+	return t.base().RoundTrip(withCredential(req, cred))
 }
 
 // GetClientCertificate is a tls.Config hook that presents the source's client

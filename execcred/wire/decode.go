@@ -73,8 +73,13 @@ func Parse(apiVersion string, stdout []byte) (*Status, error) {
 
 // Check checks a plugin's answer as client-go does after decoding (a token or a
 // certificate, certificate and key together, an exec proxy's fields, then the PEM data)
-// and returns the client certificate, with Leaf set, or nil when there is none.
+// and returns the client certificate, with Leaf set, or nil when there is none. An answer
+// with signing material (HTTPSignature) is checked for its shape only, and has no client
+// certificate; its keys are parsed by the runtime that uses them.
 func (s *Status) Check() (*tls.Certificate, error) {
+	if s.HTTPSignature != nil {
+		return nil, s.HTTPSignature.check(s)
+	}
 	if s.Token == "" && s.ClientCertificateData == "" && s.ClientKeyData == "" {
 		return nil, errors.New("exec plugin didn't return a token or cert/key pair")
 	}

@@ -50,14 +50,17 @@ type Status struct {
 	// sends its API traffic through the proxy at URL, and the client certificate above is
 	// its credential for that hop, not for the API server.
 	ProxyConfig *ProxyConfig `json:"proxyConfig,omitempty"`
+	// HTTPSignature is signing material (KEP-6308), returned instead of a token or a client
+	// certificate. It is never stored nor logged.
+	HTTPSignature *HTTPSignature `json:"httpSignature,omitempty"`
 	// Unknown lists, sorted, the status fields Parse found and this package does not know
-	// (clients ignore them): a newer protocol's, such as KEP-6308 signing material.
-	// `kplug exec-cache` never stores an answer that has any.
+	// (clients ignore them): a newer protocol's. `kplug exec-cache` never stores an answer
+	// that has any.
 	Unknown []string `json:"-"`
 }
 
 // statusFields are the status fields Status knows.
-var statusFields = []string{"expirationTimestamp", "token", "clientCertificateData", "clientKeyData", "proxyConfig"}
+var statusFields = []string{"expirationTimestamp", "token", "clientCertificateData", "clientKeyData", "proxyConfig", "httpSignature"}
 
 // ProxyConfig says where an exec proxy listens and how to trust it.
 type ProxyConfig struct {

@@ -49,6 +49,8 @@ func TestInfoRoundTrip(t *testing.T) {
 		{APIVersion: wire.V1, Interactive: true, Cluster: &wire.Cluster{Server: "https://k:6443", Config: json.RawMessage(`{"a":1}`)}, LockFilePath: "/run/x.lock"},
 		{APIVersion: wire.V1beta1},
 		{APIVersion: wire.V1alpha1, Interactive: true, Response: &wire.Response{Code: 401, Header: map[string][]string{"A": {"b"}}}},
+		{APIVersion: wire.V1, HTTPSignature: &wire.HTTPSignatureRequest{Algorithm: "ed25519", SignedHeaders: []wire.HTTPSignatureHeader{{Name: "X-K8s-Audience"}}}},
+		{APIVersion: wire.V1alpha1, HTTPSignature: &wire.HTTPSignatureRequest{SignedHeaders: []wire.HTTPSignatureHeader{{Name: "X-K8s-Audience"}}}},
 	} {
 		b, err := in.Encode()
 		if err != nil {
@@ -65,4 +67,58 @@ func TestInfoRoundTrip(t *testing.T) {
 			t.Errorf("round trip of %s:\n got %s\nwant %s", b, gb, wb)
 		}
 	}
+}
+
+// TestHTTPSignatureSpec: spec.httpSignature is sent as the KEP's prototype writes it,
+// algorithm left out when the key decides.
+func TestHTTPSignatureSpec(t *testing.T) {
+	t.Parallel()
+	b, err := (&wire.Info{APIVersion: wire.V1, HTTPSignature: &wire.HTTPSignatureRequest{
+		SignedHeaders: []wire.HTTPSignatureHeader{{Name: "X-K8s-Audience"}},
+	}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false,"httpSignature":{"signedHeaders":[{"name":"X-K8s-Audience"}]}}}` + "\n"
+	if string(b) != want {
+		t.Errorf("Encode:\n got %s\nwant %s", b, want)
+	}
+}
+
+// TestHTTPSignatureStatus: what Decode accepts and refuses of status.httpSignature, and
+// that it is a known field, not one of Unknown.
+func TestHTTPSignatureStatus(t *testing.T) {
+	t.Parallel()
+	const key = `"privateKey":"-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n"`
+	for _, tc := range []struct{ status, err string }{
+		{`{"httpSignature":{"keyID":"k",` + key + `,"signedHeaders":{"X-K8s-Audience":"a"}}}`, ""},
+		{`{"httpSignature":{"certificate":"c",` + key + `}}`, ""},
+		{`{"httpSignature":{"keyID":"k","secret":"s"}}`, ""},
+		{`{"httpSignature":{"keyID":"k","secretBase64":"cw=="}}`, ""},
+		{`{"token":"t","httpSignature":{"keyID":"k","secret":"s"}}`, "exec plugin returned httpSignature together with a token, client certificate or proxyConfig: a status may carry a signature or a credential that transits, never both"},
+		{`{"clientCertificateData":"c","clientKeyData":"k","httpSignature":{"keyID":"k","secret":"s"}}`, "exec plugin returned httpSignature together with a token, client certificate or proxyConfig: a status may carry a signature or a credential that transits, never both"},
+		{`{"httpSignature":{"keyID":"k","secret":"s","stage":{"scope":{"region":"r"}}}}`, wire.ErrHMACDerivation.Error()},
+		{`{"httpSignature":{"keyID":"k"}}`, "exec plugin returned httpSignature with 0 of privateKey, secret and secretBase64: exactly one must be set"},
+		{`{"httpSignature":{"keyID":"k","secret":"s",` + key + `}}`, "exec plugin returned httpSignature with 2 of privateKey, secret and secretBase64: exactly one must be set"},
+		{`{"httpSignature":{"certificate":"c","secret":"s"}}`, "exec plugin returned httpSignature.certificate without privateKey: a certificate identifies an asymmetric key"},
+		{`{"httpSignature":{"certificate":"c","keyID":"k",` + key + `}}`, "exec plugin returned httpSignature with both certificate and keyID: a certificate key's keyid is the certificate's digest"},
+		{`{"httpSignature":{` + key + `}}`, "exec plugin returned httpSignature without keyID: a key without a certificate needs the name the server knows it by"},
+		{`{"httpSignature":{"keyID":"k","secret":"s","signedHeaders":{"":"v"}}}`, "exec plugin returned httpSignature.signedHeaders with an empty header name"},
+	} {
+		out := `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":` + tc.status + `}`
+		s, err := wire.Decode(wire.V1, []byte(out))
+		if got := errString(err); got != tc.err {
+			t.Errorf("%s:\n got error %q\nwant %q", tc.status, got, tc.err)
+		}
+		if err == nil && (s.HTTPSignature == nil || len(s.Unknown) != 0) {
+			t.Errorf("%s: httpSignature %+v, unknown %v", tc.status, s.HTTPSignature, s.Unknown)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

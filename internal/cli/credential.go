@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/internal/execcache"
@@ -34,7 +37,9 @@ func newCredentialCommand(g *globals) *cobra.Command {
 		Long: `Run the exec credential plugin of a kubeconfig context exactly as client-go would
 (same KUBERNETES_EXEC_INFO, environment, stdin and stderr), and show the credential it
 returned: its kind, its expiry and, for a client certificate, its subject and NotAfter.
-Tokens are redacted unless --show-token.`,
+For a user with an httpSignature block (KEP-6308), the signing key it returned (or its
+key files hold): key ID, algorithm, certificate and signed headers, never the key.
+Tokens and signed header values are redacted unless --show-token.`,
 		Example: `  kplug credential --context prod
   kplug credential -o json --show-token | jq -r .token`,
 		Args: usageArgs(cobra.NoArgs),
@@ -44,14 +49,23 @@ Tokens are redacted unless --show-token.`,
 	return cmd
 }
 
-// credentialSummary is the JSON output; it never holds a private key.
+// credentialSummary is the JSON output; it never holds a private key or a secret.
 type credentialSummary struct {
-	Command     string       `json:"command"`
-	APIVersion  string       `json:"apiVersion"`
-	Kind        string       `json:"kind"`
-	Token       string       `json:"token,omitempty"`
-	Expiration  *time.Time   `json:"expirationTimestamp,omitempty"`
-	Certificate *certSummary `json:"certificate,omitempty"`
+	Command       string          `json:"command"`
+	APIVersion    string          `json:"apiVersion,omitempty"`
+	Kind          string          `json:"kind"`
+	Token         string          `json:"token,omitempty"`
+	Expiration    *time.Time      `json:"expirationTimestamp,omitempty"`
+	Certificate   *certSummary    `json:"certificate,omitempty"`
+	HTTPSignature *signingSummary `json:"httpSignature,omitempty"`
+}
+
+// signingSummary describes signing material: which key, never the key; the signed
+// headers' values are redacted as tokens are (they may be session tokens).
+type signingSummary struct {
+	KeyID         string            `json:"keyID"`
+	Algorithm     string            `json:"algorithm"`
+	SignedHeaders map[string]string `json:"signedHeaders"`
 }
 
 type certSummary struct {
@@ -68,33 +82,59 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 	if err != nil {
 		return err
 	}
+	src, done, err := o.source(ctx, g, cfg)
+	if err != nil {
+		return err
+	}
+	defer done()
+	cred, err := src.Credential(ctx, nil)
+	if err != nil {
+		return pluginFailed(err)
+	}
+	command, apiVersion := "httpSignature key files", ""
+	if p := cfg.ExecProvider; p != nil {
+		command, apiVersion = p.Command, p.APIVersion
+	}
+	s := summarize(command, apiVersion, cred, o.showToken)
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // "<redacted, 29 bytes>" as it is
+		return enc.Encode(s)
+	}
+	return printCredential(out, s, time.Now())
+}
+
+// source is the context user's exec plugin pipeline, or, for a user with an
+// httpSignature block, the source of its signing material (key files or the plugin).
+func (o *credentialOptions) source(ctx context.Context, g *globals, cfg *rest.Config) (execcred.Source, func(), error) {
+	h, err := o.kubeconfig.httpSignature()
+	if err != nil {
+		return nil, nil, err
+	}
+	if h != nil {
+		g.log.Debug("httpSignature: fetching signing material", "keyFiles", h.HasKeyFiles())
+		return o.kubeconfig.signingSource(ctx, g, cfg, h, "")
+	}
 	if cfg.ExecProvider == nil {
-		return invalidConfig(fmt.Errorf("the context's user has no exec credential plugin"))
+		return nil, nil, invalidConfig(fmt.Errorf("the context's user has no exec credential plugin"))
 	}
 	if execcred.HasStaticCredentials(cfg) {
 		g.log.Warn("the context's user also has static credentials; clients use those and never run the plugin")
 	}
 	src, err := execcred.NewForRESTConfig(cfg, o.kubeconfig.credentialOptions(g, ""))
 	if err != nil {
-		return invalidConfig(err)
+		return nil, nil, invalidConfig(err)
 	}
 	g.log.Debug("running exec plugin", "command", cfg.ExecProvider.Command)
-	cred, err := src.Credential(ctx, nil)
-	if err != nil {
-		return pluginFailed(err)
-	}
-	s := summarize(cfg.ExecProvider.Command, cfg.ExecProvider.APIVersion, cred, o.showToken)
-	if o.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
-	}
-	return printCredential(out, s, time.Now())
+	return src, func() {}, nil
 }
 
 func summarize(command, apiVersion string, c *execcred.Credential, showToken bool) credentialSummary {
 	s := credentialSummary{Command: command, APIVersion: apiVersion}
 	switch {
+	case c.HTTPSignature != nil:
+		s.Kind = "httpSignature signing key"
 	case c.Token != "" && c.Certificate != nil:
 		s.Kind = "token and client certificate"
 	case c.Certificate != nil:
@@ -109,17 +149,41 @@ func summarize(command, apiVersion string, c *execcred.Credential, showToken boo
 		exp := c.Expiry.UTC()
 		s.Expiration = &exp
 	}
-	if c.Certificate != nil {
-		s.Certificate = &certSummary{Subject: subject(c.Certificate.Leaf), Issuer: c.Certificate.Leaf.Issuer.String(), NotAfter: c.Certificate.Leaf.NotAfter.UTC()}
+	var leaf *x509.Certificate
+	switch {
+	case c.Certificate != nil:
+		leaf = c.Certificate.Leaf
+	case c.HTTPSignature != nil:
+		leaf = c.HTTPSignature.Certificate
+	}
+	if leaf != nil {
+		s.Certificate = &certSummary{Subject: subject(leaf), Issuer: leaf.Issuer.String(), NotAfter: leaf.NotAfter.UTC()}
+	}
+	if sg := c.HTTPSignature; sg != nil {
+		s.HTTPSignature = &signingSummary{KeyID: sg.Signer.KeyID(), Algorithm: sg.Signer.Algorithm(), SignedHeaders: map[string]string{}}
+		for name, value := range sg.Headers {
+			s.HTTPSignature.SignedHeaders[name] = redact(value, showToken)
+		}
 	}
 	return s
 }
 
 func printCredential(out io.Writer, s credentialSummary, now time.Time) error {
-	fmt.Fprintf(out, "plugin:      %s (%s)\n", s.Command, s.APIVersion)
+	if s.APIVersion != "" {
+		fmt.Fprintf(out, "plugin:      %s (%s)\n", s.Command, s.APIVersion)
+	} else {
+		fmt.Fprintf(out, "source:      %s\n", s.Command)
+	}
 	fmt.Fprintf(out, "credential:  %s\n", s.Kind)
 	if s.Token != "" {
 		fmt.Fprintf(out, "token:       %s\n", s.Token)
+	}
+	if sg := s.HTTPSignature; sg != nil {
+		fmt.Fprintf(out, "keyid:       %s\n", sg.KeyID)
+		fmt.Fprintf(out, "algorithm:   %s\n", sg.Algorithm)
+		for _, name := range slices.Sorted(maps.Keys(sg.SignedHeaders)) {
+			fmt.Fprintf(out, "header:      %s: %s\n", name, sg.SignedHeaders[name])
+		}
 	}
 	if s.Expiration != nil {
 		fmt.Fprintf(out, "expires:     %s (%s)\n", s.Expiration.Format(time.RFC3339), execcache.Relative(*s.Expiration, now))

@@ -58,11 +58,7 @@ func writeKubeconfig(t *testing.T, srv *httptest.Server, credential string) stri
 func writePluginKubeconfig(t *testing.T, srv *httptest.Server, credential string) (string, *exectest.Plugin) {
 	t.Helper()
 	plugin := exectest.New(t).Stdout(credential)
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	caFile := writeServerCA(t, srv)
 	doc := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -91,6 +87,17 @@ current-context: exec
 		t.Fatal(err)
 	}
 	return path, plugin
+}
+
+// writeServerCA writes srv's certificate, the CA to trust it by, to a file and returns
+// its path.
+func writeServerCA(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile
 }
 
 const tokenCredential = `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"secret-token-0123456789abcdef","expirationTimestamp":"2099-01-02T03:04:05Z"}}`

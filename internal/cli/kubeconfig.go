@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +15,7 @@ import (
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/execproxy"
+	"github.com/kplug/kplug/execproxy/modify"
 )
 
 // kubeconfigOptions are the flags of commands that act as a client of a kubeconfig context.
@@ -39,10 +42,7 @@ func (o *kubeconfigOptions) restConfig(g *globals) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.path
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	cfg, err := o.clientConfig().ClientConfig()
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
 	}
@@ -51,6 +51,71 @@ func (o *kubeconfigOptions) restConfig(g *globals) (*rest.Config, error) {
 		g.log.Debug("kuberc", "file", rc.Path, "credentialPluginPolicy", rc.Policy().String())
 	}
 	return cfg, nil
+}
+
+// loadingRules are kubectl's: --kubeconfig, else $KUBECONFIG merged, else ~/.kube/config.
+func (o *kubeconfigOptions) loadingRules() *clientcmd.ClientConfigLoadingRules {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.path
+	return rules
+}
+
+func (o *kubeconfigOptions) clientConfig() clientcmd.ClientConfig {
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules(), &clientcmd.ConfigOverrides{CurrentContext: o.context})
+}
+
+// httpSignature returns the httpSignature block (KEP-6308) of the context's user, which
+// clientcmd drops, read from the same files in the same order; nil when it has none. Call
+// it after restConfig, which reports a kubeconfig that does not load.
+func (o *kubeconfigOptions) httpSignature() (*execcred.HTTPSignature, error) {
+	raw, err := o.clientConfig().RawConfig()
+	if err != nil {
+		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
+	}
+	name := o.context
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	kctx := raw.Contexts[name]
+	if kctx == nil || kctx.AuthInfo == "" {
+		return nil, nil
+	}
+	h, err := execcred.LoadHTTPSignature(o.loadingRules().GetLoadingPrecedence(), kctx.AuthInfo)
+	if err != nil {
+		return nil, invalidConfig(err)
+	}
+	return h, nil
+}
+
+// signingSource is the source of the signing material of a user with an httpSignature
+// block (execcred.NewHTTPSignatureSource), with kplug's pipeline options and keyFile URIs
+// opened as proxy-plugin --sign-key opens them (pkcs11:). It fetches the first material
+// now, so that a bad key or plugin fails here, not in the middle of a request. Call
+// done when finished with it.
+func (o *kubeconfigOptions) signingSource(ctx context.Context, g *globals, cfg *rest.Config, h *execcred.HTTPSignature, stdinUse string) (src execcred.Source, done func(), err error) {
+	var closers []io.Closer
+	done = func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}
+	opts := o.credentialOptions(g, stdinUse)
+	opts.OpenKey = func(uri string) (crypto.Signer, error) {
+		key, closer, err := modify.OpenSigningKey(uri, keyOptions())
+		if err == nil {
+			closers = append(closers, closer)
+		}
+		return key, err
+	}
+	if src, err = execcred.NewHTTPSignatureSource(cfg, h, opts); err == nil {
+		_, err = src.Credential(ctx, nil)
+	}
+	if err != nil {
+		done()
+		return nil, nil, pluginFailed(err)
+	}
+	g.log.Debug("httpSignature: signing each request in process", "keyFiles", h.HasKeyFiles())
+	return src, done, nil
 }
 
 // connect runs the context's exec plugin, if a client would run one, as a client that

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
+
+	"github.com/kplug/kplug/execcred"
 )
 
 type requestOptions struct {
@@ -32,8 +34,9 @@ func newRequestCommand(g *globals) *cobra.Command {
 		Short: "Make one authenticated request to the API server through kplug's client runtime",
 		Long: `Make one request to the context's API server with the whole client runtime: the exec
 credential plugin (cached, refreshed ahead of expiry, refreshed and retried once after a
-401), TLS settings and proxy-url. The response body goes to stdout; a status other than
-2xx is reported on stderr and exits 1.`,
+401), TLS settings and proxy-url. A user with an httpSignature block (KEP-6308) signs the
+request in process instead, with its key files or its plugin's key. The response body
+goes to stdout; a status other than 2xx is reported on stderr and exits 1.`,
 		Example: `  kplug request /api/v1/namespaces/default/pods
   kplug request -X POST -d @ns.json /api/v1/namespaces
   kplug request /apis/authentication.k8s.io/v1/selfsubjectreviews -d '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}'`,
@@ -62,18 +65,11 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 	if o.data == "-" {
 		stdinUse = "used by the request body (--data -)"
 	}
-	session, err := o.kubeconfig.connect(ctx, g, cfg, stdinUse)
+	rt, done, err := o.transport(ctx, g, cfg, stdinUse)
 	if err != nil {
 		return err
 	}
-	defer session.Close()
-	rt, err := session.Transport()
-	if err != nil {
-		if !session.Proxied() {
-			err = invalidConfig(err) // the kubeconfig's TLS settings
-		}
-		return err
-	}
+	defer done()
 	method := o.method
 	if method == "" {
 		method = http.MethodGet
@@ -98,6 +94,39 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	return nil
+}
+
+// transport authenticates requests as the context's user: signed in process when the user
+// has an httpSignature block, else through an exec proxy session. Call done after the
+// request.
+func (o *requestOptions) transport(ctx context.Context, g *globals, cfg *rest.Config, stdinUse string) (rt http.RoundTripper, done func(), err error) {
+	h, err := o.kubeconfig.httpSignature()
+	if err != nil {
+		return nil, nil, err
+	}
+	if h != nil {
+		src, done, err := o.kubeconfig.signingSource(ctx, g, cfg, h, stdinUse)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rt, err = execcred.HTTPTransport(cfg, src, true); err != nil {
+			done()
+			return nil, nil, invalidConfig(err) // the kubeconfig's TLS settings
+		}
+		return rt, done, nil
+	}
+	session, err := o.kubeconfig.connect(ctx, g, cfg, stdinUse)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rt, err = session.Transport(); err != nil {
+		if !session.Proxied() {
+			err = invalidConfig(err) // the kubeconfig's TLS settings
+		}
+		session.Close()
+		return nil, nil, err
+	}
+	return rt, session.Close, nil
 }
 
 func (o *requestOptions) body(stdin io.Reader) ([]byte, error) {

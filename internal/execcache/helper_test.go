@@ -3,7 +3,10 @@ package execcache
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -135,4 +138,29 @@ func (h *harness) entryFiles() []string {
 		h.t.Fatal(err)
 	}
 	return files
+}
+
+// filesHolding returns the files under dir, if it exists, that hold answer, as it is or
+// as base64 (how an entry file holds it).
+func filesHolding(t *testing.T, dir, answer string) []string {
+	t.Helper()
+	var found []string
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	encoded := base64.StdEncoding.EncodeToString([]byte(answer))
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && (strings.Contains(string(b), answer) || strings.Contains(string(b), encoded)) {
+			found = append(found, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,28 +36,6 @@ func keyringItems(t *testing.T, h *harness, name string) []string {
 		}
 	}
 	return ours
-}
-
-// filesHolding returns the files under dir that hold answer, as it is or as base64 (how
-// an entry file holds it).
-func filesHolding(t *testing.T, dir, answer string) []string {
-	t.Helper()
-	var found []string
-	encoded := base64.StdEncoding.EncodeToString([]byte(answer))
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err == nil && (strings.Contains(string(b), answer) || strings.Contains(string(b), encoded)) {
-			found = append(found, path)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return found
 }
 
 // keyringHarness is a harness whose answers rest in the keyring called storage: the
@@ -263,4 +240,30 @@ func TestRunStorageNone(t *testing.T) {
 // A caller waiting for a login done in a terminal is served it from the keyring.
 func TestWaitForLoginKeyring(t *testing.T) {
 	testWaitForLogin(t, keyringHarness(t, StorageKernelKeyring))
+}
+
+// TestRunKeyringKeepsKeyMaterialOut: with a keyring storage too, signing material
+// (status.httpSignature) is passed on and stored nowhere: no item, no entry.
+func TestRunKeyringKeepsKeyMaterialOut(t *testing.T) {
+	signing, key := signingAnswer(t)
+	for _, tc := range []struct{ storage, keyring string }{
+		{StorageKernelKeyring, oskeyring.Kernel},
+		{StorageSecretService, oskeyring.SecretService},
+	} {
+		t.Run(tc.storage, func(t *testing.T) {
+			h := keyringHarness(t, tc.storage)
+			h.plugin.Stdout(signing)
+			for i, client := range []Client{kubectlA, kubectlB} {
+				if out, err := h.call(client, execInfoEnv(t, execcred.V1, nil, nil)); err != nil || out != signing {
+					t.Fatalf("call %d: %q, %v", i, out, err)
+				}
+			}
+			if items := keyringItems(t, h, tc.keyring); len(items) != 0 || h.plugin.Runs() != 2 {
+				t.Errorf("%s holds %q after %d runs, want nothing after 2", tc.keyring, items, h.plugin.Runs())
+			}
+			if files := append(filesHolding(t, h.cache, key), filesHolding(t, h.cache, signing)...); len(files) != 0 || len(h.entryFiles()) != 0 {
+				t.Errorf("the private key is on disk in %v; entries %v", files, h.entryFiles())
+			}
+		})
+	}
 }

@@ -145,6 +145,11 @@ func Run(ctx context.Context, o Options) error {
 		}
 	case info == nil:
 		log.Warn("exec-cache: " + wire.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
+	case info.HTTPSignature != nil:
+		// The answer is a signing key (KEP-6308), which is never written down, and an entry
+		// stored for a client that did not ask for one is not the answer to this call.
+		log.Debug("exec-cache: the client asks for signing material (spec.httpSignature), which is never cached; running the plugin without the cache")
+		source.interactive = info.Interactive
 	default:
 		source.interactive = info.Interactive
 		src = &diskCache{o: &o, next: source, path: path, info: info, log: log, interactive: source.runsInteractive(),
@@ -357,6 +362,10 @@ func (o *Options) store(ctx context.Context, v *vault, id string, locked *diskst
 	}
 	if status.ProxyConfig != nil {
 		log.Debug("exec-cache: not caching an exec proxy answer: it points to a running proxy")
+		return
+	}
+	if status.HTTPSignature != nil {
+		log.Debug("exec-cache: not caching signing material (status.httpSignature): keys are never written down")
 		return
 	}
 	if len(status.Unknown) > 0 {

@@ -540,21 +540,73 @@ func TestRunSweepsUnservableEntries(t *testing.T) {
 	}
 }
 
-// TestRunKeepsKeyMaterialOut: an answer with status fields exec-cache does not know (such
-// as KEP-6308 signing keys) is passed on and never written down.
+// signingAnswer is a plugin's answer with KEP-6308 signing material, and the private key
+// in it, to look for where it must not be.
+func signingAnswer(t *testing.T) (answer, key string) {
+	t.Helper()
+	kp, err := testpki.NewTestCA(t, "execcache-signing-ca").IssueClient("signer", "signer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]any{
+		"apiVersion": execcred.V1, "kind": "ExecCredential",
+		"status": map[string]any{"httpSignature": map[string]any{
+			"privateKey": string(kp.KeyPEM), "certificate": string(kp.CertPEM),
+			"signedHeaders": map[string]string{"X-K8s-Audience": "https://k.example", "X-Session-Token": "session-s3cr3t"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), string(kp.KeyPEM)
+}
+
+// signingInfoEnv is the KUBERNETES_EXEC_INFO of a client that signs requests.
+func signingInfoEnv(t *testing.T) string {
+	t.Helper()
+	b, err := (&wire.Info{APIVersion: execcred.V1, HTTPSignature: &wire.HTTPSignatureRequest{
+		SignedHeaders: []wire.HTTPSignatureHeader{{Name: "X-K8s-Audience"}},
+	}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.InfoEnv + "=" + string(b)
+}
+
+// TestRunKeepsKeyMaterialOut: signing material (status.httpSignature, KEP-6308) is passed
+// on and never written down, whether or not the client asked for it; and a client that
+// asks for it (spec.httpSignature) is never served a stored answer, nor leaves one. Each
+// call runs the plugin: the second would be a hit if anything had been stored.
 func TestRunKeepsKeyMaterialOut(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	signing := `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","httpSignature":{"privateKeyData":"c2VjcmV0"}}}`
-	h.plugin.Stdout(signing)
-	info := execInfoEnv(t, execcred.V1, nil, nil)
-	for i, client := range []Client{kubectlA, kubectlB} { // the second is a hit if anything was stored
-		out, err := h.call(client, info)
-		if err != nil || out != signing {
-			t.Fatalf("call %d: %q, %v", i, out, err)
-		}
-	}
-	if n := h.plugin.Runs(); n != 2 || len(h.entryFiles()) != 0 {
-		t.Errorf("%d runs and %d entries, want 2 runs and no entry", n, len(h.entryFiles()))
+	signing, key := signingAnswer(t)
+	for _, tc := range []struct {
+		name, answer string
+		info         func(*testing.T) string
+	}{
+		{"signing material a client did not ask for", signing, func(t *testing.T) string { return execInfoEnv(t, execcred.V1, nil, nil) }},
+		{"signing material a client asked for", signing, signingInfoEnv},
+		{"a token answer to a client that asked for signing material", answer(execcred.V1, "none", 1, ""), signingInfoEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.plugin.Stdout(tc.answer)
+			for i, client := range []Client{kubectlA, kubectlB} {
+				out, err := h.call(client, tc.info(t))
+				if err != nil || out != tc.answer {
+					t.Fatalf("call %d: %q, %v", i, out, err)
+				}
+			}
+			if n := h.plugin.Runs(); n != 2 || len(h.entryFiles()) != 0 {
+				t.Errorf("%d runs and %d entries, want 2 runs and no entry", n, len(h.entryFiles()))
+			}
+			if files := append(filesHolding(t, h.cache, key), filesHolding(t, h.cache, tc.answer)...); len(files) != 0 {
+				t.Errorf("the answer or its private key is on disk in %v", files)
+			}
+			if listed, err := List(h.cache, h.now, ""); err != nil || len(listed) != 0 {
+				t.Errorf("List = %+v, %v; want nothing", listed, err)
+			}
+		})
 	}
 }
