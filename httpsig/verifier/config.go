@@ -77,7 +77,7 @@ type (
 		Authenticators        []authenticatorSpec `json:"authenticators"`
 	}
 	authenticatorSpec struct {
-		Name                string          `json:"name"`
+		Name                string           `json:"name"`
 		MaxAge              *metav1.Duration `json:"maxAge,omitempty"`
 		X509                *x509Spec        `json:"x509,omitempty"`
 		Resolver            json.RawMessage  `json:"resolver,omitempty"`
@@ -194,6 +194,7 @@ func (s *httpSignatureSection) compile(dir string) (*Config, error) {
 	for i := range s.Authenticators {
 		p := fmt.Sprintf("%s.authenticators[%d]", path, i)
 		a, err := s.Authenticators[i].compile(p, dir)
+		p = fmt.Sprintf("%s (%s)", p, s.Authenticators[i].Name)
 		if err != nil {
 			return nil, err
 		}

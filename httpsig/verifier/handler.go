@@ -117,12 +117,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
 }
 
-// rewrite runs after ReverseProxy has removed hop-by-hop headers, so a client cannot name
-// an identity header in Connection to have it dropped after it was set.
+// rewrite sets the identity on the outgoing request. It runs after ReverseProxy has
+// removed hop-by-hop headers, so a client cannot name an identity header in Connection to
+// have it dropped after it was set; ServeHTTP has already removed the client's own.
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(h.o.Upstream)
 	out := pr.Out.Header
-	h.strip(out)
 	for _, name := range []string{"Signature", "Signature-Input", httpsig.CertificateHeader} {
 		out.Del(name)
 	}
