@@ -2,13 +2,13 @@ package verifier
 
 import (
 	"bytes"
-	"encoding/pem"
-	"errors"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
 	"log/slog"
 	"math/big"
 	"os"

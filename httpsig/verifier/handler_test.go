@@ -128,11 +128,11 @@ func TestForgedIdentityNeverReachesUpstream(t *testing.T) {
 	}
 	seen := up.requests()[0]
 	want := http.Header{
-		"X-Remote-User":                    {"cert:alice"},
-		"X-Remote-Uid":                     {"42"},
-		"X-Remote-Group":                   {"developers", "ops"},
+		"X-Remote-User":                     {"cert:alice"},
+		"X-Remote-Uid":                      {"42"},
+		"X-Remote-Group":                    {"developers", "ops"},
 		"X-Remote-Extra-Example.com%2furis": {"spiffe://example.org/alice"},
-		"Impersonate-User":                 {"bob"},
+		"Impersonate-User":                  {"bob"},
 	}
 	got := http.Header{}
 	for name, v := range seen {
