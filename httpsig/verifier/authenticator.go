@@ -98,41 +98,49 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 	now := a.o.Now()
 	policy := a.cfg.Policy
 	policy.Now = func() time.Time { return now }
-	var claimed string // the authenticator of the last signature resolved
+	// What the last signature resolved came to: httpsig reports a refusal of resolve's
+	// as unknown_key, with its message only.
+	var claimed string
+	var last *refusal
 	resolve := func(s *httpsig.Signature) (any, error) {
-		claimed = ""
+		claimed, last = "", nil
 		auth, err := a.cfg.claim(s, now)
 		if auth != nil {
 			claimed = auth.name
 		}
 		if err != nil {
+			errors.As(err, &last)
 			return nil, err
 		}
 		return s.Certificate.PublicKey, nil
 	}
 	sig, err := httpsig.Verify(req, policy, resolve)
 	if err != nil {
-		return nil, a.refused(err, claimed)
+		return nil, a.refused(err, claimed, last)
 	}
 	auth := a.cfg.byKeyID[string(sig.Certificate.AuthorityKeyId)]
 	user, err := a.identity(auth, sig.Certificate, now)
 	if err != nil {
-		return nil, a.refused(err, auth.name)
+		return nil, a.refused(err, auth.name, nil)
 	}
 	a.o.Metrics.outcome(auth.name, httpsig.Accepted)
 	return user, nil
 }
 
 // refused counts err against the authenticator that claimed the signature, or as
-// unclaimed, and returns it as an *httpsig.Error.
-func (a *Authenticator) refused(err error, claimed string) error {
+// unclaimed, and returns it as an *httpsig.Error. last is resolve's refusal, if the
+// signature got that far.
+func (a *Authenticator) refused(err error, claimed string, last *refusal) error {
 	outcome := httpsig.Malformed
 	var r *refusal
 	var he *httpsig.Error
 	switch {
 	case errors.As(err, &r):
 		outcome, claimed = r.outcome, r.authenticator
-	case errors.As(err, &he):
+	case errors.As(err, &he) && he.Outcome == httpsig.UnknownKey && last != nil:
+		r = last
+		outcome, claimed = r.outcome, r.authenticator
+	case he != nil:
 		outcome = he.Outcome
 	}
 	if claimed == "" {

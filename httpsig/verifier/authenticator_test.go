@@ -254,10 +254,11 @@ func TestCertCacheIsBounded(t *testing.T) {
 func TestRefusedCountsBoundedLabels(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	_ = f.auth.refused(&httpsig.Error{Outcome: httpsig.Malformed, Err: errors.New("x")}, "")
-	_ = f.auth.refused(&httpsig.Error{Outcome: httpsig.UnknownKey, Err: &refusal{outcome: UnknownIssuer, err: errors.New("y")}}, "")
-	_ = f.auth.refused(&httpsig.Error{Outcome: httpsig.Forged, Err: errors.New("z")}, "a0")
-	err := f.auth.refused(&refusal{authenticator: "a1", outcome: UserRule, err: errors.New("no")}, "")
+	_ = f.auth.refused(&httpsig.Error{Outcome: httpsig.Malformed, Err: errors.New("x")}, "", nil)
+	// httpsig keeps only the message of resolve's error; the refusal itself is passed.
+	_ = f.auth.refused(&httpsig.Error{Outcome: httpsig.UnknownKey, Err: errors.New("y")}, "", &refusal{outcome: UnknownIssuer, err: errors.New("y")})
+	_ = f.auth.refused(&httpsig.Error{Outcome: httpsig.Forged, Err: errors.New("z")}, "a0", nil)
+	err := f.auth.refused(&refusal{authenticator: "a1", outcome: UserRule, err: errors.New("no")}, "", nil)
 	var he *httpsig.Error
 	if !errors.As(err, &he) || he.Outcome != UserRule || he.Error() != "no" {
 		t.Errorf("refused returned %#v", err)

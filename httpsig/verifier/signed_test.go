@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/x509"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/testpki"
 )
 
 // roundTripFunc lets a test change a request after it was signed.
@@ -84,7 +86,8 @@ func TestAuthenticateSignedRequests(t *testing.T) {
 	f := newFixture(t)
 	srv := newAuthServer(t, f.auth)
 	leaf, key := leafFrom(t, f.ca1, "alice", []string{"developers"}, f.now.Add(-time.Hour), f.now.Add(time.Hour))
-	_, strangerKey := leafFrom(t, f.ca1, "bob", nil, f.now.Add(-time.Hour), f.now.Add(time.Hour))
+	bob, bobKey := leafFrom(t, f.ca1, "bob", nil, f.now.Add(-time.Hour), f.now.Add(time.Hour))
+	eve, eveKey := leafFrom(t, testpki.NewTestCA(t, "nobody's CA"), "eve", nil, f.now.Add(-time.Hour), f.now.Add(time.Hour))
 	const aud = "https://cluster.example"
 	want := &authenticationv1.UserInfo{
 		Username: "cert:alice", UID: leaf.SerialNumber.String(), Groups: []string{"developers"},
@@ -115,7 +118,10 @@ func TestAuthenticateSignedRequests(t *testing.T) {
 		{"added impersonation", key, leaf, "", aud, f.now, func(r *http.Request) { r.Header.Set("Impersonate-User", "admin") }, httpsig.Uncovered},
 		{"another cluster's audience", key, leaf, "", "https://other.example", f.now, nil, httpsig.Required},
 		{"older than maxAge", key, leaf, "", aud, f.now.Add(-6 * time.Second), nil, httpsig.Stale},
-		{"someone else's key", strangerKey, leaf, "", aud, f.now, nil, httpsig.Forged},
+		{"certificate swapped for alice's", bobKey, bob, "", aud, f.now, func(r *http.Request) {
+			r.Header.Set(httpsig.CertificateHeader, ":"+base64.StdEncoding.EncodeToString(leaf.Raw)+":")
+		}, httpsig.UnknownKey},
+		{"untrusted issuer", eveKey, eve, "", aud, f.now, nil, UnknownIssuer},
 		{"not a certificate", key, nil, "corp:key-1", aud, f.now, nil, NotCertificate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
