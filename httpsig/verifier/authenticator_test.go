@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,8 +39,7 @@ func leafFrom(t *testing.T, ca *testpki.CA, cn string, orgs []string, notBefore,
 
 func parseCertFile(t *testing.T, path string) *x509.Certificate {
 	t.Helper()
-	kp := testpki.KeyPair{CertFile: path}
-	b, err := readFile(kp.CertFile)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

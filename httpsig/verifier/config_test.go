@@ -186,8 +186,6 @@ func TestParseConfigRefuses(t *testing.T) {
 	}
 }
 
-func readFile(path string) ([]byte, error) { return os.ReadFile(path) } //nolint:gosec // test files
-
 func parsePEMCertificate(b []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(b)
 	if block == nil {

@@ -37,7 +37,7 @@ type authServer struct {
 func newAuthServer(t *testing.T, a RequestAuthenticator) *authServer {
 	t.Helper()
 	s := &authServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		u, err := a.Authenticate(r)
 		s.mu.Lock()
 		s.user, s.err = u, err

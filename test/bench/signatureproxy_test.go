@@ -72,7 +72,7 @@ func newSignatureSetup(tb testing.TB) *signatureSetup {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b, err := os.ReadFile(path) //nolint:gosec // the test's own file
+	b, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func (s *signatureSetup) signedHeaders(tb testing.TB) http.Header {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodGet, "https://"+sigHost+sigPath+"?"+sigQuery, nil) //nolint:noctx // never sent
+	req, _ := http.NewRequest(http.MethodGet, "https://"+sigHost+sigPath+"?"+sigQuery, nil)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "kubectl/v1.36.3")
 	if err := signer.Sign(req); err != nil {
