@@ -11,11 +11,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // DefaultReloadInterval is how often a Proxy reads its configuration file for changes.
@@ -114,7 +115,7 @@ func (p *Proxy) Reload() (bool, error) {
 }
 
 // Serve listens, serves over TLS (HTTP/2 and HTTP/1.1, the latter for upgrades) with
-// kube-apiserver's limits on request headers, follows the configuration file, and when
+// kube-apiserver's server limits (reverseproxy.NewServer), follows the configuration file, and when
 // ctx ends stops accepting connections, lets requests finish for up to ShutdownTimeout and
 // returns nil; or returns the error that stopped serving. Serve is called once.
 func (p *Proxy) Serve(ctx context.Context) error {
@@ -125,30 +126,18 @@ func (p *Proxy) Serve(ctx context.Context) error {
 			return fmt.Errorf("verifier: listening on %s: %w", p.o.ListenAddress, err)
 		}
 	}
-	srv := NewServer(p, p.o.GetServingCertificate, p.o.Logger)
+	srv := reverseproxy.NewServer(p, &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.o.GetServingCertificate() },
+		NextProtos:     []string{"h2", "http/1.1"}, // upgrades need the latter
+		MinVersion:     tls.VersionTLS12,
+	}, slog.NewLogLogger(p.o.Logger.Handler(), slog.LevelDebug)) // handshakes clients abort
 	p.o.Logger.Info("signature proxy serving", "address", ln.Addr().String(), "upstream", p.o.Upstream.String())
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	var serveErr error
-	wg.Go(func() {
-		if err := srv.Serve(tls.NewListener(ln, srv.TLSConfig)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr = err
-			stop()
-		}
-	})
+	var follow func(context.Context)
 	if p.o.ReloadInterval > 0 {
-		wg.Go(func() { p.follow(runCtx) })
+		follow = p.follow
 	}
-	<-runCtx.Done()
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close() // watches still open after the grace period
-	}
-	wg.Wait()
-	if serveErr != nil {
-		return fmt.Errorf("verifier: serving: %w", serveErr)
+	if err := reverseproxy.ServeTLS(ctx, srv, ln, p.o.ShutdownTimeout, follow); err != nil {
+		return fmt.Errorf("verifier: serving: %w", err)
 	}
 	return nil
 }
@@ -170,23 +159,5 @@ func (p *Proxy) follow(ctx context.Context) {
 		case changed:
 			p.o.Logger.Info("signature proxy: authentication configuration reloaded", "file", p.o.ConfigFile)
 		}
-	}
-}
-
-// NewServer returns a server for h over TLS with getCertificate, with kube-apiserver's
-// limits: at most 1 MiB of request headers, read within 32 s, idle connections closed
-// after 90 s; no write timeout, which would cut watches and exec sessions.
-func NewServer(h http.Handler, getCertificate func() (*tls.Certificate, error), log *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler: h,
-		TLSConfig: &tls.Config{
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return getCertificate() },
-			NextProtos:     []string{"h2", "http/1.1"},
-			MinVersion:     tls.VersionTLS12,
-		},
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug), // handshakes clients abort
-		MaxHeaderBytes:    1 << 20,
-		ReadHeaderTimeout: 32 * time.Second,
-		IdleTimeout:       90 * time.Second,
 	}
 }

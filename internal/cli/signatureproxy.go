@@ -66,15 +66,7 @@ func (o *signatureProxyOptions) run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return invalidConfig(err)
 	}
-	if o.metricsAddr != "" {
-		srv, err := serveMetrics(o.metricsAddr, reg)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		g.log.Info("serving metrics", "address", o.metricsAddr)
-	}
-	return p.Serve(ctx)
+	return serveWithMetrics(ctx, g, o.metricsAddr, reg, p.Serve)
 }
 
 // proxyOptions reads and checks every file and flag.
