@@ -14,6 +14,8 @@ needs=(
 	gnome-keyring-daemon:gnome-keyring    # a real Secret Service on it (exec-cache --storage keyring)
 	secret-tool:libsecret-tools           # the Secret Service as users inspect it
 	keyctl:keyutils                       # the kernel keyring as users inspect it
+	node:nodejs                           # test/interop runs an npm RFC 9421 implementation
+	npm:npm                               # make tools installs it (npm ci)
 )
 missing=()
 for pair in "${needs[@]}"; do

@@ -80,6 +80,40 @@ go_install() { # PKG@VERSION OUTPUT
 	rmdir "$bin"
 }
 
+# npm_module NAME: the node packages pinned in test/interop/NAME/package-lock.json, for the
+# interop tests, installed with `npm ci` (integrity-checked against the lock) into the cache
+# under the lock's and node's hash, then copied to _output/node/NAME/node_modules.
+npm_module() {
+	local name=$1 dir=../../test/interop/$1
+	local dest=$out/../node/$name
+	if ! command -v npm >/dev/null 2>&1; then
+		echo "tools: npm is missing, so $name is not installed; make deps installs node and npm" >&2
+		return
+	fi
+	local key
+	key=$(cat "$dir/package-lock.json" <(node --version) | sha256sum | cut -c1-32)
+	if [[ -d "$dest/node_modules" && "$(cat "$dest/.key" 2>/dev/null)" == "$key" ]]; then
+		echo "tools: $name node modules are up to date" >&2
+		return
+	fi
+	local cached=$cache/npm-$name-$key
+	if [[ ! -d "$cached/node_modules" ]]; then
+		echo "tools: npm ci for $name" >&2
+		local tmp
+		tmp=$(mktemp -d "$cache/.npm.XXXXXX")
+		cp "$dir/package.json" "$dir/package-lock.json" "$tmp/"
+		(cd "$tmp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+		rm -rf "$cached"
+		mv "$tmp" "$cached"
+	else
+		echo "tools: $name node modules from the cache ($cache)" >&2
+	fi
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	cp -R "$cached/node_modules" "$dest/node_modules"
+	echo "$key" >"$dest/.key"
+}
+
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
@@ -90,3 +124,5 @@ build apidiff golang.org/x/exp/cmd/apidiff
 # that the Go here (go.mod: 1.26) builds.
 build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
 build_release kubelogin github.com/Azure/kubelogin v0.2.21
+# An RFC 9421 implementation nobody here wrote, for test/interop (docs/development.md).
+npm_module rfc9421

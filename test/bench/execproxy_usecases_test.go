@@ -24,7 +24,7 @@ import (
 )
 
 // The use-case benchmarks measure what each exec proxy use case costs per request: no
-// modifier, SigV4, RFC 9421, and a TLS client key on a PKCS#11 token, the last over pooled
+// modifier, SigV4, RFC 9421 in the KEP-6308 profile (httpsig), and a TLS client key on a PKCS#11 token, the last over pooled
 // connections and over a new upstream connection per request, with and without TLS
 // session resumption.
 
@@ -104,14 +104,8 @@ func BenchmarkExecProxyUseCases(b *testing.B) {
 	}
 	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
 	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ed, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: edKey})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ec, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: ecKey})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ed := benchSigner(b, edKey)
+	ec := benchSigner(b, ecKey)
 	modifier := func(m func(*http.Request) error) func(*server.Options) {
 		return func(o *server.Options) { o.ModifyRequest = m }
 	}
@@ -128,8 +122,8 @@ func BenchmarkExecProxyUseCases(b *testing.B) {
 	cases := []useCase{
 		{"no-modifier", pooled, func(*atomic.Int64) func(*server.Options) { return nil }},
 		{"sigv4", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(sigv4) }},
-		{"rfc9421-ed25519", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ed) }},
-		{"rfc9421-ecdsa-p256", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ec) }},
+		{"rfc9421-ed25519", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ed.Sign) }},
+		{"rfc9421-ecdsa-p256", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ec.Sign) }},
 		{"file-key/new-conn-full-handshake", closing, func(n *atomic.Int64) func(*server.Options) {
 			return withClientKey(b, fileKey.CertFile, fileKey.KeyFile, false, n)
 		}},

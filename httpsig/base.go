@@ -1,0 +1,194 @@
+package httpsig
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// param is one signature parameter: its value is an int64 or a string.
+type param struct {
+	name  string
+	value any
+}
+
+// signatureBase builds the RFC 9421 §2.5 signature base of req over components, ending
+// with the @signature-params line whose value is params, the serialized inner list
+// (RFC 9421 §2.3). Only derived components without parameters and header fields without
+// parameters are supported: the profile needs no more.
+func signatureBase(req *http.Request, components []string, params string) ([]byte, error) {
+	var b strings.Builder
+	for _, c := range components {
+		v, err := componentValue(req, c)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteByte('"')
+		b.WriteString(c)
+		b.WriteString(`": `)
+		b.WriteString(v)
+		b.WriteByte('\n')
+	}
+	b.WriteString(`"@signature-params": `)
+	b.WriteString(params)
+	return []byte(b.String()), nil
+}
+
+// serializeParams writes the inner list of components and params (RFC 8941 §4.1.1.1),
+// for Signature-Input and the @signature-params line.
+func serializeParams(components []string, params []param) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, c := range components {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		writeSFString(&b, c)
+	}
+	b.WriteByte(')')
+	for _, p := range params {
+		b.WriteByte(';')
+		b.WriteString(p.name)
+		b.WriteByte('=')
+		switch v := p.value.(type) {
+		case int64:
+			b.WriteString(strconv.FormatInt(v, 10))
+		case string:
+			writeSFString(&b, v)
+		}
+	}
+	return b.String()
+}
+
+// writeSFString writes s as a structured field string; s is printable ASCII (checked
+// where it enters).
+func writeSFString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+}
+
+// componentValue is the value of one covered component of req (RFC 9421 §2.1, §2.2).
+func componentValue(req *http.Request, c string) (string, error) {
+	switch c {
+	case "@method":
+		if req.Method == "" {
+			return http.MethodGet, nil
+		}
+		return req.Method, nil
+	case "@authority":
+		return authority(req), nil
+	case "@path":
+		p, _ := target(req)
+		return p, nil
+	case "@query":
+		_, q := target(req)
+		return "?" + q, nil
+	}
+	if strings.HasPrefix(c, "@") {
+		return "", fmt.Errorf("derived component %q is not supported", c)
+	}
+	if c == "" || strings.ToLower(c) != c {
+		return "", fmt.Errorf("component %q is not a lowercase field name", c)
+	}
+	v, ok := fieldValue(req.Header, c)
+	if !ok {
+		return "", fmt.Errorf("covered field %q is not on the request", c)
+	}
+	return v, nil
+}
+
+// fieldValue is RFC 9421 §2.1's value of a header field: each field line's value trimmed,
+// joined with ", ". name is lowercase; a header set under a non-canonical key is found too,
+// in the order Go writes keys (sorted). The second result is false when the field is absent.
+func fieldValue(h http.Header, name string) (string, bool) {
+	vs, found := h[http.CanonicalHeaderKey(name)]
+	if extra := otherKeys(h, name); len(extra) > 0 {
+		found = true
+		keys := append(extra, http.CanonicalHeaderKey(name))
+		sort.Strings(keys)
+		vs = nil
+		for _, k := range keys {
+			vs = append(vs, h[k]...)
+		}
+	}
+	if !found || len(vs) == 0 {
+		return "", false
+	}
+	if len(vs) == 1 {
+		return strings.Trim(vs[0], " \t"), true
+	}
+	trimmed := make([]string, len(vs))
+	for i, v := range vs {
+		trimmed[i] = strings.Trim(v, " \t")
+	}
+	return strings.Join(trimmed, ", "), true
+}
+
+// otherKeys returns h's keys that name the field name but are not its canonical form:
+// what a caller wrote into the map directly.
+func otherKeys(h http.Header, name string) []string {
+	canon := http.CanonicalHeaderKey(name)
+	var ks []string
+	for k := range h {
+		if k != canon && strings.EqualFold(k, name) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// authority is @authority (RFC 9421 §2.2.3): the host the request is for, lowercase,
+// without the scheme's default port. The scheme is the URL's (a client request), else
+// https when the request came over TLS (a server request).
+func authority(req *http.Request) string {
+	host := req.Host
+	if host == "" && req.URL != nil {
+		host = req.URL.Host
+	}
+	host = strings.ToLower(host)
+	scheme := ""
+	if req.URL != nil {
+		scheme = strings.ToLower(req.URL.Scheme)
+	}
+	if scheme == "" {
+		scheme = "http"
+		if req.TLS != nil {
+			scheme = "https"
+		}
+	}
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+			if strings.Contains(h, ":") {
+				return "[" + h + "]"
+			}
+			return h
+		}
+	}
+	return host
+}
+
+// target is the request target's path and raw query, as on the wire: a server request's
+// RequestURI when it is in origin form, else what Go's client writes from the URL.
+func target(req *http.Request) (path, query string) {
+	if strings.HasPrefix(req.RequestURI, "/") {
+		path, query, _ = strings.Cut(req.RequestURI, "?")
+		return path, query
+	}
+	if req.URL == nil {
+		return "/", ""
+	}
+	path = req.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	return path, req.URL.RawQuery
+}

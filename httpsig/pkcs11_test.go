@@ -1,0 +1,69 @@
+//go:build cgo
+
+package httpsig_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/softhsm"
+)
+
+// TestPKCS11Keys signs with keys that never leave a SoftHSM2 token: ECDSA P-256, whose
+// PKCS#11 signatures come back as ASN.1 DER and must go on the wire as r||s, and RSA-2048
+// under RSASSA-PSS with SHA-512 and a 64-byte salt.
+func TestPKCS11Keys(t *testing.T) {
+	if _, err := softhsm.Module(); err != nil {
+		if os.Getenv("KPLUG_E2E_REQUIRED") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("skipping PKCS#11 test: %v", err)
+	}
+	dir := t.TempDir()
+	tok, err := softhsm.NewToken(dir, "httpsig-test", "4711")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(softhsm.ConfEnv, tok.Conf)
+	pinFile := filepath.Join(dir, "pin")
+	if err := os.WriteFile(pinFile, []byte(tok.PIN+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ kind, alg string }{{"ecdsa-p256", "ecdsa-p256-sha256"}, {"rsa-2048", "rsa-pss-sha512"}} {
+		t.Run(tc.kind, func(t *testing.T) {
+			pub, err := tok.Generate(tc.kind, "key-"+tc.kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, closer, err := modify.OpenSigningKey(tok.URI("key-"+tc.kind, pinFile), modify.KeyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = closer.Close() }()
+			s, err := httpsig.NewSigner(httpsig.SignerOptions{
+				Key:     httpsig.Key{Signer: key, KeyID: "token-key"},
+				Headers: map[string]string{httpsig.AudienceHeader: "https://cluster.example"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Algorithm() != tc.alg {
+				t.Fatalf("Algorithm() = %q, want %q", s.Algorithm(), tc.alg)
+			}
+			req, _ := http.NewRequest(http.MethodPost, "https://cluster.example/api/v1/namespaces/default/configmaps", strings.NewReader(`{}`))
+			req.Header.Set("User-Agent", "test")
+			if err := s.Sign(req); err != nil {
+				t.Fatal(err)
+			}
+			policy := httpsig.Policy{RequiredHeaders: map[string][]string{httpsig.AudienceHeader: {"https://cluster.example"}}}
+			if _, err := httpsig.Verify(req, policy, func(*httpsig.Signature) (any, error) { return pub, nil }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
