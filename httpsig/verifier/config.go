@@ -218,31 +218,16 @@ func (s *httpSignatureSection) compile(dir string) (*Config, error) {
 	return c, nil
 }
 
-// requiredHeaders checks requiredSignedHeaders (KEP-6308 "Required signed headers"):
-// X-K8s-Audience with a non-empty list, no reserved name, no name twice.
+// requiredHeaders checks requiredSignedHeaders by httpsig's rules (KEP-6308 "Required
+// signed headers": X-K8s-Audience with a non-empty list, no reserved name, no name twice)
+// and returns it with canonical names.
 func requiredHeaders(in map[string][]string) (map[string][]string, error) {
-	const path = "httpSignature.requiredSignedHeaders"
-	out := map[string][]string{}
-	names := make([]string, 0, len(in))
-	for name := range in {
-		names = append(names, name)
+	if err := (httpsig.Policy{RequiredHeaders: in}).Validate(); err != nil {
+		return nil, fmt.Errorf("httpSignature.requiredSignedHeaders: %w", err)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		canon := http.CanonicalHeaderKey(name)
-		switch {
-		case !validHeaderName(name):
-			return nil, fmt.Errorf("%s: %q is not a header name", path, name)
-		case httpsig.IsReservedHeader(name):
-			return nil, fmt.Errorf("%s[%s]: a reserved header (Authorization, Impersonate-*, the signature fields) may not be required", path, name)
-		case out[canon] != nil:
-			return nil, fmt.Errorf("%s[%s]: named twice", path, name)
-		}
-		out[canon] = append([]string{}, in[name]...)
-	}
-	aud := http.CanonicalHeaderKey(httpsig.AudienceHeader)
-	if len(out[aud]) == 0 {
-		return nil, fmt.Errorf("%s[%s]: required, with the audiences this cluster accepts (KEP-6308 \"Required signed headers\")", path, httpsig.AudienceHeader)
+	out := make(map[string][]string, len(in))
+	for name, values := range in {
+		out[http.CanonicalHeaderKey(name)] = slices.Clone(values)
 	}
 	return out, nil
 }
@@ -338,17 +323,4 @@ func (x *x509Spec) anchors(path, dir string) ([]*x509.Certificate, error) {
 		return nil, fmt.Errorf("%s.%s: no PEM certificate in it", path, field)
 	}
 	return out, nil
-}
-
-// validHeaderName reports whether name is an RFC 9110 token.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for _, r := range name {
-		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
-			return false
-		}
-	}
-	return true
 }

@@ -48,7 +48,7 @@ func TestReload(t *testing.T) {
 		t.Errorf("changed file: %v %v, audience %s", changed, err, audience())
 	}
 	writeConfig(t, path, strings.Replace(doc, "X-K8s-Audience: [https://cluster.example]", "X-K8s-Audience: []", 1))
-	if changed, err := p.Reload(); changed || err == nil || !strings.Contains(err.Error(), "requiredSignedHeaders[X-K8s-Audience]: required") || audience() != "https://renamed.example" {
+	if changed, err := p.Reload(); changed || err == nil || !strings.Contains(err.Error(), "requiredSignedHeaders: httpsig: required header X-K8s-Audience needs at least one accepted value") || audience() != "https://renamed.example" {
 		t.Errorf("invalid file: %v %v, audience %s", changed, err, audience())
 	}
 }

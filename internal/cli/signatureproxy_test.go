@@ -27,7 +27,7 @@ func TestSignatureProxyInvalidConfigurationExitsTwo(t *testing.T) {
 		{"plain http upstream", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=http://127.0.0.1:6443"}, files...),
 			"Error: --upstream \"http://127.0.0.1:6443\": want an https:// URL\n"},
 		{"invalid configuration", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=https://127.0.0.1:6443"}, files...),
-			"Error: " + config + ": httpSignature.requiredSignedHeaders[X-K8s-Audience]: required, with the audiences this cluster accepts (KEP-6308 \"Required signed headers\")\n"},
+			"Error: " + config + ": httpSignature.requiredSignedHeaders: httpsig: required header X-K8s-Audience needs at least one accepted value naming this cluster\n"},
 		{"arguments", []string{"signature-proxy", "extra"}, "Error: unknown command \"extra\" for \"kplug signature-proxy\"\nRun 'kplug signature-proxy --help' for usage.\n"},
 	}
 	for _, tt := range tests {
