@@ -30,3 +30,17 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 	go func() { _ = srv.Serve(ln) }()
 	return srv, nil
 }
+
+// serveWithMetrics runs serve, serving reg at addr meanwhile (--metrics-addr of the
+// long-running commands; empty serves no metrics).
+func serveWithMetrics(ctx context.Context, g *globals, addr string, reg *prometheus.Registry, serve func(context.Context) error) error {
+	if addr != "" {
+		srv, err := serveMetrics(addr, reg)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		g.log.Info("serving metrics", "address", addr)
+	}
+	return serve(ctx)
+}

@@ -96,15 +96,7 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return invalidConfig(err)
 	}
-	if o.metricsAddr != "" {
-		srv, err := serveMetrics(o.metricsAddr, reg)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		g.log.Info("serving metrics", "address", o.metricsAddr)
-	}
-	return s.Serve(ctx)
+	return serveWithMetrics(ctx, g, o.metricsAddr, reg, s.Serve)
 }
 
 // sidecarOptions reads and checks every file and flag; its errors are configuration

@@ -109,6 +109,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newRunCommand(g))
 	root.AddCommand(newImageCredentialCommand(g))
 	root.AddCommand(newPeerproxyCommand(g))
+	root.AddCommand(newSignatureProxyCommand(g))
 	return root
 }
 

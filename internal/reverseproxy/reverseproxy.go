@@ -1,8 +1,10 @@
-// Package reverseproxy is the plumbing the two proxies of kplug (the exec proxy and the
-// mixed version proxy) share around httputil.ReverseProxy: one pool of copy buffers, one
-// adapter from slog for ReverseProxy.ErrorLog, the two response writers that record what a
-// handler answered (StatusRecorder passes the response on, Capture keeps it), and the
-// metav1.Status error answer clients print as they print kube-apiserver's.
+// Package reverseproxy is the plumbing the proxies of kplug (the exec proxy, the mixed
+// version proxy and the signature proxy) share around httputil.ReverseProxy: one pool of
+// copy buffers, one adapter from slog for ReverseProxy.ErrorLog, the two response writers
+// that record what a handler answered (StatusRecorder passes the response on, Capture
+// keeps it), the metav1.Status error answer clients print as they print kube-apiserver's,
+// and the TLS server with kube-apiserver's limits and graceful shutdown (NewServer,
+// ServeTLS).
 package reverseproxy
 
 import (

@@ -209,7 +209,7 @@ func (c *testCluster) startNode(t testing.TB, name string, doc *discovery.Docume
 	listenerTLS := serverTLSConfig(selectCertificate(s.o.PeerServerName, o.GetPeerCertificate, o.GetServingCertificate))
 	serving, _ := o.GetServingCertificate()
 	listenerTLS.Certificates = []tls.Certificate{*serving} // for clients that send no server name
-	srv := &httptest.Server{Listener: ln, Config: newServer(s.handler, nil, nil), TLS: listenerTLS}
+	srv := &httptest.Server{Listener: ln, Config: reverseproxy.NewServer(s.handler, nil, nil), TLS: listenerTLS}
 	srv.StartTLS()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{backend: b, sidecar: s, srv: srv, reg: reg, cancel: cancel, done: make(chan struct{})}

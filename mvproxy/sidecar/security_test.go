@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/reverseproxy"
 	"github.com/kplug/kplug/internal/testpki"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
@@ -220,7 +221,7 @@ apiserver_peer_proxy_errors_total{group="other",resource="other",type="local_unr
 func TestSecurityServerLimits(t *testing.T) {
 	t.Parallel()
 	ca := testpki.NewTestCA(t, "cluster")
-	srv := newServer(http.NotFoundHandler(), serverTLSConfig(selectCertificate(mvproxy.DefaultPeerServerName, nil, static(servingCert(t, ca)))), nil)
+	srv := reverseproxy.NewServer(http.NotFoundHandler(), serverTLSConfig(selectCertificate(mvproxy.DefaultPeerServerName, nil, static(servingCert(t, ca)))), nil)
 	if srv.IdleTimeout != 90*time.Second || srv.ReadHeaderTimeout != 32*time.Second || srv.MaxHeaderBytes != 1<<20 {
 		t.Errorf("idle %v, read header %v, max header bytes %d", srv.IdleTimeout, srv.ReadHeaderTimeout, srv.MaxHeaderBytes)
 	}

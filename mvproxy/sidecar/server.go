@@ -6,13 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // Serve listens (on Options.Listener, or on ListenAddress), serves clients and peers
@@ -33,30 +33,12 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	if address == "" {
 		address = ln.Addr().String()
 	}
-	srv := newServer(s.handler, serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
+	srv := reverseproxy.NewServer(s.handler, serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
 		slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug)) // TLS handshakes that clients abort
 	s.o.Logger.Info("peerproxy serving", "address", ln.Addr().String(), "id", s.o.ID, "advertise", address, "apiserver", s.o.LocalURL)
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	var serveErr error
-	wg.Go(func() {
-		if err := srv.Serve(tls.NewListener(ln, srv.TLSConfig)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr = err
-			stop()
-		}
-	})
-	wg.Go(func() { s.run(runCtx, address) })
-	<-runCtx.Done()
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close() // watches still open after the grace period
-	}
-	wg.Wait()
-	if serveErr != nil {
-		return fmt.Errorf("sidecar: serving: %w", serveErr)
+	if err := reverseproxy.ServeTLS(ctx, srv, ln, s.o.ShutdownTimeout, func(ctx context.Context) { s.run(ctx, address) }); err != nil {
+		return fmt.Errorf("sidecar: serving: %w", err)
 	}
 	s.o.Logger.Info("peerproxy stopped")
 	return nil
@@ -72,32 +54,6 @@ func serverTLSConfig(getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate
 		ClientAuth:     tls.RequestClientCert,
 		NextProtos:     []string{"h2", "http/1.1"},
 		MinVersion:     tls.VersionTLS12,
-	}
-}
-
-// newServer returns the server for the sidecar's TLS listener, with kube-apiserver's
-// limits: at most 1 MiB of request headers, read within 32 s; idle connections closed
-// after 90 s; over HTTP/2, at most 100 concurrent streams per connection, frames and
-// per-stream receive buffers of 256 KiB, and 25 MiB of receive buffer per connection.
-// errorLog may be nil.
-func newServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *http.Server {
-	const (
-		frame   = 256 << 10 // most API objects fit one frame
-		streams = 100       // what clients open at most; more is abuse
-	)
-	return &http.Server{
-		Handler:           h,
-		TLSConfig:         tlsConfig,
-		ErrorLog:          errorLog,
-		MaxHeaderBytes:    1 << 20,
-		ReadHeaderTimeout: 32 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:          streams,
-			MaxReadFrameSize:              frame,
-			MaxReceiveBufferPerStream:     frame,
-			MaxReceiveBufferPerConnection: frame * streams,
-		},
 	}
 }
 

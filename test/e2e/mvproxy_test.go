@@ -138,8 +138,15 @@ func startSidecarWith(t *testing.T, cp *framework.ControlPlane, i int, peerFlags
 		"--proxy-client-cert-file=" + p.ProxyClient.CertFile, "--proxy-client-key-file=" + p.ProxyClient.KeyFile,
 		"--local-refresh=2s", "--peer-refresh=3s", "--peer-timeout=3s", "--metrics-addr=" + metricsAddr,
 	}, peerFlags...)
+	return runInProcess(t, "peerproxy beside "+cp.Servers[i].Name, args, "https://"+addr, "http://"+metricsAddr+"/metrics")
+}
+
+// runInProcess runs the kplug command args in this process until the test ends, and
+// prints its output, labelled what, if the test failed.
+func runInProcess(t *testing.T, what string, args []string, url, metrics string) *sidecar {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sidecar{URL: "https://" + addr, Metrics: "http://" + metricsAddr + "/metrics", cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
+	s := &sidecar{URL: url, Metrics: metrics, cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
 	go func() {
 		defer close(s.done)
 		s.code = cli.Run(ctx, args, cli.IO{In: strings.NewReader(""), Out: s.log, Err: s.log})
@@ -148,7 +155,7 @@ func startSidecarWith(t *testing.T, cp *framework.ControlPlane, i int, peerFlags
 		cancel()
 		<-s.done
 		if t.Failed() {
-			t.Logf("===== peerproxy beside %s =====\n%s", cp.Servers[i].Name, s.log.String())
+			t.Logf("===== %s =====\n%s", what, s.log.String())
 		}
 	})
 	return s

@@ -1,0 +1,227 @@
+package verifier
+
+import (
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"github.com/kplug/kplug/httpsig"
+)
+
+// Outcomes of the certificate backend, beside httpsig's, for errors and
+// kplug_httpsig_signature_outcomes_total.
+const (
+	// Unsigned: the request carries neither Signature-Input nor Signature.
+	Unsigned httpsig.Outcome = "unsigned"
+	// InvalidCertificate: the leaf does not chain to the selected authenticator's anchors
+	// at the time of the request (expired, not yet valid, wrongly signed).
+	InvalidCertificate httpsig.Outcome = "invalid_certificate"
+	// CertificateRule: a certificateValidationRule refused the certificate.
+	CertificateRule httpsig.Outcome = "certificate_rule"
+	// Unmapped: a claim mapping failed or gave no username.
+	Unmapped httpsig.Outcome = "unmapped"
+	// ReservedName: the mapped user claims a name the authentication machinery assigns
+	// (KEP-6308 "Risks and Mitigations").
+	ReservedName httpsig.Outcome = "reserved_name"
+	// UserRule: a userValidationRule refused the mapped user.
+	UserRule httpsig.Outcome = "user_rule"
+)
+
+// Reasons of kplug_httpsig_unclaimed_signatures_total beside httpsig's outcomes (a
+// signature refused before an authenticator was selected counts under its outcome).
+const (
+	// NotCertificate: the keyid is not a certificate keyid; kplug has no resolver.
+	NotCertificate httpsig.Outcome = "not_certificate"
+	// NoAuthorityKeyID: the leaf has no authority key identifier to select an anchor by.
+	NoAuthorityKeyID httpsig.Outcome = "no_authority_key_id"
+	// UnknownIssuer: no authenticator's anchor has the leaf's authority key identifier.
+	UnknownIssuer httpsig.Outcome = "unknown_issuer"
+)
+
+// reservedNames are assigned by the authentication machinery itself; no backend may
+// claim them, whatever the configuration (KEP-6308 "Risks and Mitigations").
+var reservedNames = map[string]bool{"system:authenticated": true, "system:unauthenticated": true, "system:anonymous": true}
+
+// Options configure an Authenticator.
+type Options struct {
+	// Metrics records outcomes; nil records nothing.
+	Metrics *Metrics
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// CacheSize bounds the validated certificates remembered; zero means DefaultCacheSize.
+	CacheSize int
+}
+
+// Authenticator authenticates signed requests by a Config. It is safe for concurrent use.
+type Authenticator struct {
+	cfg   *Config
+	o     Options
+	cache *certCache
+}
+
+// New returns an Authenticator for cfg.
+func New(cfg *Config, o Options) *Authenticator {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	return &Authenticator{cfg: cfg, o: o, cache: newCertCache(o.CacheSize)}
+}
+
+// refusal is a signature refused by the certificate backend, and the authenticator that
+// claimed it ("" when none did).
+type refusal struct {
+	authenticator string
+	outcome       httpsig.Outcome
+	err           error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+
+// Authenticate verifies req's signatures in KEP-6308 "Verification order" and returns
+// the user of the first accepted one, or an *httpsig.Error saying why none was. A
+// certificate signature selects the authenticator whose trust anchor's subject key
+// identifier is the leaf's authority key identifier; that authenticator's maxAge
+// applies, then (after the signature verifies) its chain check, certificate rules, claim
+// mappings and user rules. Authenticate leaves the request's headers as they are.
+func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserInfo, error) {
+	if req.Header.Get("Signature-Input") == "" && req.Header.Get("Signature") == "" {
+		return nil, &httpsig.Error{Outcome: Unsigned, Err: errors.New("the request is not signed: send a KEP-6308 HTTP message signature (Signature-Input and Signature)")}
+	}
+	now := a.o.Now()
+	policy := a.cfg.Policy
+	policy.Now = func() time.Time { return now }
+	// What the last signature resolved came to: httpsig reports a refusal of resolve's
+	// as unknown_key, with its message only.
+	var claimed string
+	var last *refusal
+	resolve := func(s *httpsig.Signature) (any, error) {
+		claimed, last = "", nil
+		auth, err := a.cfg.claim(s, now)
+		if auth != nil {
+			claimed = auth.name
+		}
+		if err != nil {
+			errors.As(err, &last)
+			return nil, err
+		}
+		return s.Certificate.PublicKey, nil
+	}
+	sig, err := httpsig.Verify(req, policy, resolve)
+	if err != nil {
+		return nil, a.refused(err, claimed, last)
+	}
+	auth := a.cfg.byKeyID[string(sig.Certificate.AuthorityKeyId)]
+	user, err := a.identity(auth, sig.Certificate, now)
+	if err != nil {
+		return nil, a.refused(err, auth.name, nil)
+	}
+	a.o.Metrics.outcome(auth.name, httpsig.Accepted)
+	return user, nil
+}
+
+// refused counts err against the authenticator that claimed the signature, or as
+// unclaimed, and returns it as an *httpsig.Error. last is resolve's refusal, if the
+// signature got that far.
+func (a *Authenticator) refused(err error, claimed string, last *refusal) error {
+	outcome := httpsig.Malformed
+	var r *refusal
+	var he *httpsig.Error
+	switch {
+	case errors.As(err, &r):
+		outcome, claimed = r.outcome, r.authenticator
+	case errors.As(err, &he) && he.Outcome == httpsig.UnknownKey && last != nil:
+		r = last
+		outcome, claimed = r.outcome, r.authenticator
+	case he != nil:
+		outcome = he.Outcome
+	}
+	if claimed == "" {
+		a.o.Metrics.unclaimedSignature(outcome)
+	} else {
+		a.o.Metrics.outcome(claimed, outcome)
+	}
+	if he != nil && r == nil {
+		return he
+	}
+	return &httpsig.Error{Outcome: outcome, Err: err}
+}
+
+// claim selects the authenticator of a parsed, policy-checked signature and applies its
+// maxAge (KEP-6308 "keyid, and how a request selects an authenticator").
+func (c *Config) claim(s *httpsig.Signature, now time.Time) (*x509Authenticator, error) {
+	leaf := s.Certificate
+	if leaf == nil {
+		return nil, &refusal{outcome: NotCertificate, err: fmt.Errorf("keyid %q is not a certificate keyid (%s...): this verifier has no resolver", s.KeyID, httpsig.CertificateKeyIDPrefix)}
+	}
+	if len(leaf.AuthorityKeyId) == 0 {
+		return nil, &refusal{outcome: NoAuthorityKeyID, err: fmt.Errorf("certificate %q has no authority key identifier to select a trust anchor by", leaf.Subject)}
+	}
+	auth := c.byKeyID[string(leaf.AuthorityKeyId)]
+	if auth == nil {
+		return nil, &refusal{outcome: UnknownIssuer, err: fmt.Errorf("no authenticator trusts the issuer %q of certificate %q", leaf.Issuer, leaf.Subject)}
+	}
+	if age := now.Sub(s.Created); age > auth.maxAge+c.Policy.MaxClockSkew {
+		return auth, &refusal{authenticator: auth.name, outcome: httpsig.Stale, err: fmt.Errorf("signature created %s ago, more than authenticator %q's maxAge %s plus maxClockSkew %s", age.Truncate(time.Second), auth.name, auth.maxAge, c.Policy.MaxClockSkew)}
+	}
+	return auth, nil
+}
+
+// identity validates a leaf whose signature has verified and maps it to a user, or
+// returns what the cache remembers of it.
+func (a *Authenticator) identity(auth *x509Authenticator, leaf *x509.Certificate, now time.Time) (*authenticationv1.UserInfo, error) {
+	digest := sha256.Sum256(leaf.Raw)
+	if u, ok := a.cache.get(digest, auth.name, now); ok {
+		a.o.Metrics.cacheLookup(auth.name, true)
+		return u, nil
+	}
+	a.o.Metrics.cacheLookup(auth.name, false)
+	refuse := func(o httpsig.Outcome, err error) error {
+		return &refusal{authenticator: auth.name, outcome: o, err: err}
+	}
+	chains, err := leaf.Verify(x509.VerifyOptions{Roots: auth.roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
+		return nil, refuse(InvalidCertificate, fmt.Errorf("authenticator %q: certificate %q: %w", auth.name, leaf.Subject, err))
+	}
+	vars := map[string]any{"cert": certVariable(leaf)}
+	if err := check(auth.certRules, vars); err != nil {
+		return nil, refuse(CertificateRule, fmt.Errorf("authenticator %q refused certificate %q: %w", auth.name, leaf.Subject, err))
+	}
+	user, err := auth.mapping.user(vars)
+	if err != nil {
+		return nil, refuse(Unmapped, fmt.Errorf("authenticator %q: certificate %q: %w", auth.name, leaf.Subject, err))
+	}
+	if name := reservedName(user); name != "" {
+		return nil, refuse(ReservedName, fmt.Errorf("authenticator %q mapped certificate %q to %q, a name only the authentication machinery assigns", auth.name, leaf.Subject, name))
+	}
+	if err := check(auth.userRules, map[string]any{"user": userVariable(user)}); err != nil {
+		return nil, refuse(UserRule, fmt.Errorf("authenticator %q refused user %q: %w", auth.name, user.Username, err))
+	}
+	expires := leaf.NotAfter
+	for _, c := range chains[0] {
+		if c.NotAfter.Before(expires) {
+			expires = c.NotAfter
+		}
+	}
+	a.cache.put(digest, auth.name, user, expires)
+	return user, nil
+}
+
+func reservedName(u *authenticationv1.UserInfo) string {
+	if reservedNames[u.Username] {
+		return u.Username
+	}
+	for _, g := range u.Groups {
+		if reservedNames[g] {
+			return g
+		}
+	}
+	return ""
+}

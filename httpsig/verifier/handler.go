@@ -1,0 +1,186 @@
+package verifier
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/reverseproxy"
+)
+
+// RequestAuthenticator turns a request into a user, or refuses it with an error whose
+// message may be shown to the client (it names what and why, and no secret).
+// *Authenticator is one.
+type RequestAuthenticator interface {
+	Authenticate(req *http.Request) (*authenticationv1.UserInfo, error)
+}
+
+// RequestHeaders names the identity headers kube-apiserver reads from its front proxy,
+// as its --requestheader-* flags do. The first of each list is set; all are removed from
+// clients' requests.
+type RequestHeaders struct {
+	Username, Group, UID, ExtraPrefix []string
+}
+
+// DefaultRequestHeaders are kube-apiserver's conventional names (X-Remote-*).
+var DefaultRequestHeaders = RequestHeaders{
+	Username:    []string{"X-Remote-User"},
+	Group:       []string{"X-Remote-Group"},
+	UID:         []string{"X-Remote-Uid"},
+	ExtraPrefix: []string{"X-Remote-Extra-"},
+}
+
+// HandlerOptions configure NewHandler.
+type HandlerOptions struct {
+	// Authenticator authenticates each request; required.
+	Authenticator RequestAuthenticator
+	// Upstream is kube-apiserver's URL; required. Its path, if any, prefixes requests'.
+	Upstream *url.URL
+	// Transport reaches Upstream and presents the front-proxy client certificate; see
+	// UpstreamTransport. Nil means http.DefaultTransport (tests only: kube-apiserver
+	// trusts identity headers only from a front-proxy client certificate).
+	Transport http.RoundTripper
+	// Headers are the identity headers; zero means DefaultRequestHeaders.
+	Headers RequestHeaders
+	// Logger hears about refused requests (at info) and upstream failures; nil discards.
+	Logger *slog.Logger
+}
+
+// Handler is the verifying front proxy. It is safe for concurrent use.
+type Handler struct {
+	o     HandlerOptions
+	proxy *httputil.ReverseProxy
+}
+
+// NewHandler checks o and returns the front proxy. For each request it first removes
+// every header a client could assert an identity with (the identity headers,
+// Authorization, Proxy-Authorization), then authenticates what is left: a refused
+// request is answered 401 with a metav1.Status naming the reason; an accepted one loses
+// its signature fields, gains the identity headers and is forwarded, upgrades (exec,
+// port-forward) and watches included. Impersonate-* headers pass on: the signature
+// covers them and kube-apiserver authorizes them against the signer.
+func NewHandler(o HandlerOptions) (*Handler, error) {
+	if o.Authenticator == nil {
+		return nil, errors.New("verifier: no Authenticator")
+	}
+	if o.Upstream == nil || o.Upstream.Scheme == "" || o.Upstream.Host == "" {
+		return nil, errors.New("verifier: Upstream must be an absolute URL")
+	}
+	if len(o.Headers.Username) == 0 {
+		o.Headers = DefaultRequestHeaders
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{o: o}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite:    h.rewrite,
+		Transport:  o.Transport,
+		BufferPool: reverseproxy.BufferPool,
+		ErrorLog:   reverseproxy.ErrorLog(o.Logger),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			o.Logger.Warn("signature proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "error", err)
+			reverseproxy.WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the signature proxy could not reach kube-apiserver", 0)
+		},
+		FlushInterval: -1, // watches and logs stream as they come
+	}
+	return h, nil
+}
+
+type userKey struct{}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.strip(r.Header)
+	user, err := h.o.Authenticator.Authenticate(r)
+	if err != nil {
+		var he *httpsig.Error
+		outcome := httpsig.Outcome("")
+		if errors.As(err, &he) {
+			outcome = he.Outcome
+		}
+		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "outcome", outcome, "error", err)
+		reverseproxy.WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: "+err.Error(), 0)
+		return
+	}
+	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+}
+
+// rewrite sets the identity on the outgoing request. It runs after ReverseProxy has
+// removed hop-by-hop headers, so a client cannot name an identity header in Connection to
+// have it dropped after it was set; ServeHTTP has already removed the client's own.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(h.o.Upstream)
+	out := pr.Out.Header
+	for _, name := range []string{"Signature", "Signature-Input", httpsig.CertificateHeader} {
+		out.Del(name)
+	}
+	user, _ := pr.In.Context().Value(userKey{}).(*authenticationv1.UserInfo)
+	if user == nil {
+		return // not reached: ServeHTTP always sets it
+	}
+	out.Set(h.o.Headers.Username[0], user.Username)
+	if user.UID != "" && len(h.o.Headers.UID) > 0 {
+		out.Set(h.o.Headers.UID[0], user.UID)
+	}
+	if len(h.o.Headers.Group) > 0 {
+		for _, g := range user.Groups {
+			out.Add(h.o.Headers.Group[0], g)
+		}
+	}
+	if len(h.o.Headers.ExtraPrefix) > 0 {
+		for k, vs := range user.Extra {
+			name := h.o.Headers.ExtraPrefix[0] + url.PathEscape(k)
+			for _, v := range vs {
+				out.Add(name, v)
+			}
+		}
+	}
+}
+
+// strip removes every header a client could assert an identity with.
+func (h *Handler) strip(hdr http.Header) {
+	hdr.Del("Authorization")
+	hdr.Del("Proxy-Authorization")
+	for _, list := range [][]string{h.o.Headers.Username, h.o.Headers.Group, h.o.Headers.UID} {
+		for _, name := range list {
+			hdr.Del(name)
+		}
+	}
+	for name := range hdr {
+		for _, prefix := range h.o.Headers.ExtraPrefix {
+			if len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix) {
+				delete(hdr, name)
+			}
+		}
+	}
+}
+
+// UpstreamTransport reaches kube-apiserver over TLS, verifying its serving certificate
+// with roots and presenting clientCert (the front-proxy client certificate, signed by the
+// CA of kube-apiserver's --requestheader-client-ca-file). It speaks HTTP/1.1 only, so
+// that SPDY and WebSocket upgrades pass through.
+func UpstreamTransport(roots *x509.CertPool, clientCert func() (*tls.Certificate, error)) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig: &tls.Config{
+			RootCAs:              roots,
+			MinVersion:           tls.VersionTLS12,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return clientCert() },
+		},
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}

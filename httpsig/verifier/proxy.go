@@ -1,0 +1,163 @@
+package verifier
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"github.com/kplug/kplug/internal/reverseproxy"
+)
+
+// DefaultReloadInterval is how often a Proxy reads its configuration file for changes.
+const DefaultReloadInterval = 10 * time.Second
+
+// ProxyOptions configure NewProxy.
+type ProxyOptions struct {
+	// ConfigFile is the AuthenticationConfiguration file; required.
+	ConfigFile string
+	// ReloadInterval is how often ConfigFile is read for changes; zero means
+	// DefaultReloadInterval, negative never.
+	ReloadInterval time.Duration
+	// Upstream, Transport and Headers are as in HandlerOptions.
+	Upstream  *url.URL
+	Transport http.RoundTripper
+	Headers   RequestHeaders
+	// GetServingCertificate returns the certificate served to clients; required.
+	GetServingCertificate func() (*tls.Certificate, error)
+	// Listener is where to serve; nil means listen on ListenAddress.
+	Listener      net.Listener
+	ListenAddress string
+	// ShutdownTimeout is how long requests in progress may finish after ctx ends; zero
+	// means 10 s. Watches still open after it are closed.
+	ShutdownTimeout time.Duration
+	// Metrics and Logger as in Options and HandlerOptions.
+	Metrics *Metrics
+	Logger  *slog.Logger
+}
+
+// Proxy is the signature proxy: Handler behind a TLS server, with its configuration
+// reloaded when the file changes. A reload that fails validation is logged and the
+// previous configuration kept (KEP-6308 "Server configuration").
+type Proxy struct {
+	o       ProxyOptions
+	handler *Handler
+	auth    atomic.Pointer[Authenticator]
+	content string // of the configuration in use; touched by Reload only
+}
+
+// NewProxy loads the configuration and checks o. Its errors are configuration errors.
+func NewProxy(o ProxyOptions) (*Proxy, error) {
+	if o.ConfigFile == "" {
+		return nil, errors.New("verifier: no configuration file")
+	}
+	if o.GetServingCertificate == nil {
+		return nil, errors.New("verifier: no serving certificate")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ReloadInterval == 0 {
+		o.ReloadInterval = DefaultReloadInterval
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+	p := &Proxy{o: o}
+	if _, err := p.Reload(); err != nil {
+		return nil, err
+	}
+	h, err := NewHandler(HandlerOptions{Authenticator: p, Upstream: o.Upstream, Transport: o.Transport, Headers: o.Headers, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	p.handler = h
+	return p, nil
+}
+
+// Authenticate authenticates with the configuration in use.
+func (p *Proxy) Authenticate(req *http.Request) (*authenticationv1.UserInfo, error) {
+	return p.auth.Load().Authenticate(req)
+}
+
+// ServeHTTP is the Handler's.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
+
+// Reload reads the configuration file and, if its content changed and is valid, uses it
+// from the next request on (with a fresh certificate cache). It reports whether it
+// changed the configuration; on error the configuration in use stays. Reload is not safe
+// for concurrent use with itself; Serve calls it every ReloadInterval.
+func (p *Proxy) Reload() (bool, error) {
+	data, err := os.ReadFile(p.o.ConfigFile)
+	if err != nil {
+		return false, fmt.Errorf("verifier: reading the authentication configuration: %w", err)
+	}
+	if string(data) == p.content {
+		return false, nil
+	}
+	cfg, err := ParseConfig(data, filepath.Dir(p.o.ConfigFile), p.o.Logger)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", p.o.ConfigFile, err)
+	}
+	p.auth.Store(New(cfg, Options{Metrics: p.o.Metrics}))
+	p.content = string(data)
+	return true, nil
+}
+
+// Serve listens, serves over TLS (HTTP/2 and HTTP/1.1, the latter for upgrades) with
+// kube-apiserver's server limits (reverseproxy.NewServer), follows the configuration file, and when
+// ctx ends stops accepting connections, lets requests finish for up to ShutdownTimeout and
+// returns nil; or returns the error that stopped serving. Serve is called once.
+func (p *Proxy) Serve(ctx context.Context) error {
+	ln := p.o.Listener
+	if ln == nil {
+		var err error
+		if ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", p.o.ListenAddress); err != nil {
+			return fmt.Errorf("verifier: listening on %s: %w", p.o.ListenAddress, err)
+		}
+	}
+	srv := reverseproxy.NewServer(p, &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.o.GetServingCertificate() },
+		NextProtos:     []string{"h2", "http/1.1"}, // upgrades need the latter
+		MinVersion:     tls.VersionTLS12,
+	}, slog.NewLogLogger(p.o.Logger.Handler(), slog.LevelDebug)) // handshakes clients abort
+	p.o.Logger.Info("signature proxy serving", "address", ln.Addr().String(), "upstream", p.o.Upstream.String())
+	var follow func(context.Context)
+	if p.o.ReloadInterval > 0 {
+		follow = p.follow
+	}
+	if err := reverseproxy.ServeTLS(ctx, srv, ln, p.o.ShutdownTimeout, follow); err != nil {
+		return fmt.Errorf("verifier: serving: %w", err)
+	}
+	return nil
+}
+
+// follow reloads the configuration every ReloadInterval until ctx ends.
+func (p *Proxy) follow(ctx context.Context) {
+	t := time.NewTicker(p.o.ReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := p.Reload()
+		switch {
+		case err != nil:
+			p.o.Logger.Warn("signature proxy: keeping the current authentication configuration; the changed file is invalid", "error", err)
+		case changed:
+			p.o.Logger.Info("signature proxy: authentication configuration reloaded", "file", p.o.ConfigFile)
+		}
+	}
+}

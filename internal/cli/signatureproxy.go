@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/kplug/kplug/httpsig/verifier"
+	"github.com/kplug/kplug/mvproxy/sidecar"
+)
+
+type signatureProxyOptions struct {
+	config, upstream, upstreamCA string
+	proxyCert, proxyKey          string
+	tlsCert, tlsKey              string
+	listen, metricsAddr          string
+}
+
+func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.config, "authentication-config", "", "AuthenticationConfiguration file whose httpSignature section configures verification (as kube-apiserver's flag of that name); reloaded when it changes")
+	f.StringVar(&o.upstream, "upstream", "", "URL of the kube-apiserver to forward authenticated requests to")
+	f.StringVar(&o.upstreamCA, "upstream-ca", "", "CA that the upstream kube-apiserver's serving certificate must verify against, PEM")
+	f.StringVar(&o.proxyCert, "proxy-client-cert", "", "front-proxy client certificate presented upstream, signed by the CA of kube-apiserver's --requestheader-client-ca-file")
+	f.StringVar(&o.proxyKey, "proxy-client-key", "", "key of --proxy-client-cert")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate for clients, PEM; reloaded when it changes")
+	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:6445", "host:port to serve clients on (TLS)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on at /metrics; empty disables")
+}
+
+func newSignatureProxyCommand(g *globals) *cobra.Command {
+	o := &signatureProxyOptions{}
+	cmd := &cobra.Command{
+		Use:   "signature-proxy",
+		Short: "Front proxy that verifies KEP-6308 HTTP message signatures for a kube-apiserver without the feature",
+		Long: `signature-proxy serves clients in front of a kube-apiserver. It verifies each request's
+HTTP message signature (KEP-6308) as the httpSignature section of --authentication-config
+says (x509 authenticators), and forwards the request with the mapped user in the
+requestheader identity headers, presenting --proxy-client-cert. Identity headers,
+Authorization and Proxy-Authorization sent by clients are removed; unsigned or refused
+requests are answered 401.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+func (o *signatureProxyOptions) run(ctx context.Context, g *globals) error {
+	reg := prometheus.NewRegistry()
+	metrics, err := verifier.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	opts, err := o.proxyOptions(g)
+	if err != nil {
+		return invalidConfig(err)
+	}
+	opts.Metrics = metrics
+	p, err := verifier.NewProxy(opts)
+	if err != nil {
+		return invalidConfig(err)
+	}
+	return serveWithMetrics(ctx, g, o.metricsAddr, reg, p.Serve)
+}
+
+// proxyOptions reads and checks every file and flag.
+func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions, error) {
+	var errs []error
+	for _, f := range []struct{ v, flag string }{
+		{o.config, "authentication-config"}, {o.upstream, "upstream"}, {o.upstreamCA, "upstream-ca"},
+		{o.proxyCert, "proxy-client-cert"}, {o.proxyKey, "proxy-client-key"},
+		{o.tlsCert, "tls-cert-file"}, {o.tlsKey, "tls-private-key-file"},
+	} {
+		if f.v == "" {
+			errs = append(errs, fmt.Errorf("--%s is required", f.flag))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return verifier.ProxyOptions{}, err
+	}
+	upstream, err := url.Parse(o.upstream)
+	if err != nil || upstream.Scheme != "https" || upstream.Host == "" {
+		errs = append(errs, fmt.Errorf("--upstream %q: want an https:// URL", o.upstream))
+	}
+	roots, err := loadPool(o.upstreamCA, "upstream-ca")
+	errs = append(errs, err)
+	serving, err := sidecar.CertificateFiles(o.tlsCert, o.tlsKey, g.log)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err))
+	}
+	proxyCert, err := sidecar.CertificateFiles(o.proxyCert, o.proxyKey, g.log)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--proxy-client-cert/--proxy-client-key: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return verifier.ProxyOptions{}, err
+	}
+	return verifier.ProxyOptions{
+		ConfigFile:            o.config,
+		Upstream:              upstream,
+		Transport:             verifier.UpstreamTransport(roots, proxyCert),
+		GetServingCertificate: serving,
+		ListenAddress:         o.listen,
+		Logger:                g.log,
+	}, nil
+}

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSignatureProxyInvalidConfigurationExitsTwo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caFile, certFile, keyFile := writeCert(t, dir, "serving", "127.0.0.1")
+	config := filepath.Join(dir, "authn.yaml")
+	if err := os.WriteFile(config, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\nhttpSignature:\n  requiredSignedHeaders: {X-K8s-Audience: []}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"--upstream-ca=" + caFile, "--proxy-client-cert=" + certFile, "--proxy-client-key=" + keyFile,
+		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile}
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr string
+	}{
+		{"nothing given", []string{"signature-proxy"},
+			"Error: --authentication-config is required\n--upstream is required\n--upstream-ca is required\n--proxy-client-cert is required\n--proxy-client-key is required\n--tls-cert-file is required\n--tls-private-key-file is required\n"},
+		{"plain http upstream", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=http://127.0.0.1:6443"}, files...),
+			"Error: --upstream \"http://127.0.0.1:6443\": want an https:// URL\n"},
+		{"invalid configuration", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=https://127.0.0.1:6443"}, files...),
+			"Error: " + config + ": httpSignature.requiredSignedHeaders: httpsig: required header X-K8s-Audience needs at least one accepted value naming this cluster\n"},
+		{"arguments", []string{"signature-proxy", "extra"}, "Error: unknown command \"extra\" for \"kplug signature-proxy\"\nRun 'kplug signature-proxy --help' for usage.\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, tt.args...)
+			if code != ExitUsage || out != "" || errOut != tt.wantStderr {
+				t.Errorf("code %d, stdout %q, stderr\n%q\nwant\n%q", code, out, errOut, tt.wantStderr)
+			}
+			if strings.Contains(errOut, "PRIVATE KEY") {
+				t.Error("key material in the error")
+			}
+		})
+	}
+}

@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/test/e2e/framework"
+)
+
+const signatureAudience = "https://kplug-e2e.example"
+
+// signatureProxyConfig trusts caFile for signatures no older than two seconds (plus one
+// of skew) and maps a certificate to sig:<CN> in its organizations.
+func signatureProxyConfig(caFile string) string {
+	return `apiVersion: apiserver.config.k8s.io/v1alpha1
+kind: AuthenticationConfiguration
+httpSignature:
+  requiredSignedHeaders:
+    X-K8s-Audience: [` + signatureAudience + `]
+  maxClockSkew: 1s
+  authenticators:
+  - name: e2e-signers
+    maxAge: 2s
+    x509:
+      certificateAuthorityFile: ` + caFile + `
+      claimMappings:
+        username:
+          expression: '"sig:" + cert.subject.commonName'
+        groups:
+          expression: cert.subject.organization
+    userValidationRules:
+    - expression: '!user.username.startsWith("system:") && !user.groups.exists(g, g.startsWith("system:"))'
+      message: 'this authenticator may not assert an identity under the system: prefix'
+`
+}
+
+// startSignatureProxy runs `kplug signature-proxy` in front of apiserver 0, as a cluster
+// without the feature would: the proxy holds the front-proxy client certificate.
+func startSignatureProxy(t *testing.T, cp *framework.ControlPlane, caFile string) *sidecar {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "authn.yaml")
+	if err := os.WriteFile(config, []byte(signatureProxyConfig(caFile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := cp.PKI
+	s := runInProcess(t, "signature-proxy", []string{"signature-proxy", "-v=4",
+		"--authentication-config=" + config, "--upstream=" + cp.Servers[0].URL, "--upstream-ca=" + p.ClusterCA.File,
+		"--proxy-client-cert=" + p.ProxyClient.CertFile, "--proxy-client-key=" + p.ProxyClient.KeyFile,
+		"--tls-cert-file=" + p.Serving.CertFile, "--tls-private-key-file=" + p.Serving.KeyFile,
+		"--listen=" + addr, "--metrics-addr=" + metricsAddr,
+	}, "https://"+addr, "http://"+metricsAddr+"/metrics")
+	poll.Until(t, "signature-proxy to listen", func() bool {
+		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	})
+	return s
+}
+
+// sent is a signed request as it left the client, for a replay.
+type sent struct {
+	method, url string
+	header      http.Header
+	body        []byte
+}
+
+// signingClient signs with key and cert, then lets tamper change the request, records it
+// in *last, and sends it trusting roots.
+func signingClient(t *testing.T, key *ecdsa.PrivateKey, cert *x509.Certificate, roots *x509.CertPool, tamper func(*http.Request), last *sent) *http.Client {
+	t.Helper()
+	signer, err := httpsig.NewSigner(httpsig.SignerOptions{
+		Key:     httpsig.Key{Signer: key, Certificate: cert},
+		Headers: map[string]string{httpsig.AudienceHeader: signatureAudience},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	t.Cleanup(base.CloseIdleConnections)
+	return &http.Client{Transport: signer.RoundTripper(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if tamper != nil {
+			tamper(r)
+		}
+		if last != nil {
+			var body []byte
+			if r.Body != nil {
+				body, _ = io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			*last = sent{method: r.Method, url: r.URL.String(), header: r.Header.Clone(), body: body}
+		}
+		return base.RoundTrip(r)
+	}))}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+const selfSubjectReviewPath = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+// whoami posts a SelfSubjectReview (what `kubectl auth whoami` does) and returns the
+// status code and either the user or the Status message.
+func whoami(t *testing.T, c *http.Client, base string, header http.Header) (int, authenticationv1.UserInfo, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+selfSubjectReviewPath, strings.NewReader(selfSubjectReview))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeReview(t, resp)
+}
+
+func decodeReview(t *testing.T, resp *http.Response) (int, authenticationv1.UserInfo, string) {
+	t.Helper()
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		var s metav1.Status
+		if err := json.Unmarshal(body, &s); err != nil || s.Kind != "Status" {
+			t.Errorf("%d answer is not a Status: %s", resp.StatusCode, body)
+		}
+		return resp.StatusCode, authenticationv1.UserInfo{}, s.Message
+	}
+	var review authenticationv1.SelfSubjectReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, review.Status.UserInfo, ""
+}
+
+// TestSignatureProxy: kplug signature-proxy in front of a real kube-apiserver, which
+// trusts it through its requestheader flags. A request signed under a certificate from a
+// dedicated signing CA is served as the mapped user; tampering, an added impersonation
+// header, a replay after maxAge and a bearer token alone are 401; a bearer token sent
+// beside a valid signature is dropped.
+func TestSignatureProxy(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{}}})
+	signingCA, err := cp.PKI.NewCA("signing-ca", "kplug-e2e signing CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, err := signingCA.IssueFor("carol", &x509.Certificate{Subject: pkix.Name{CommonName: "carol", Organization: []string{"signers"}}}, key.Public(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := readCertificate(t, certFile)
+	proxy := startSignatureProxy(t, cp, signingCA.File)
+	roots := cp.PKI.ClusterCA.Pool()
+	wantUser := authenticationv1.UserInfo{Username: "sig:carol", Groups: []string{"signers", "system:authenticated"}}
+
+	t.Run("signed", func(t *testing.T) {
+		code, user, msg := whoami(t, signingClient(t, key, cert, roots, nil, nil), proxy.URL, nil)
+		if code != http.StatusCreated || user.Username != wantUser.Username || !slices.Equal(user.Groups, wantUser.Groups) {
+			t.Errorf("%d %+v %s; want %+v", code, user, msg, wantUser)
+		}
+	})
+	t.Run("bearer token beside a signature is dropped", func(t *testing.T) {
+		code, user, msg := whoami(t, signingClient(t, key, cert, roots, nil, nil), proxy.URL, http.Header{"Authorization": {"Bearer " + cp.TokenUser.Token}})
+		if code != http.StatusCreated || user.Username != wantUser.Username || user.UID != "" {
+			t.Errorf("%d %+v %s; want %s", code, user, msg, wantUser.Username)
+		}
+	})
+	refused := map[string]func(*http.Request){
+		"tampered path": func(r *http.Request) { r.URL.Path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" },
+		"tampered body": func(r *http.Request) {
+			b := []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview","metadata":{"name":"x"}}`)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		},
+		"added impersonation": func(r *http.Request) { r.Header.Set("Impersonate-User", "kplug-admin") },
+	}
+	for name, tamper := range refused {
+		t.Run(name, func(t *testing.T) {
+			code, _, msg := whoami(t, signingClient(t, key, cert, roots, tamper, nil), proxy.URL, nil)
+			if code != http.StatusUnauthorized || !strings.HasPrefix(msg, "Unauthorized: ") {
+				t.Errorf("%d %q", code, msg)
+			}
+		})
+	}
+	t.Run("bearer token alone", func(t *testing.T) {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+		code, _, msg := whoami(t, c, proxy.URL, http.Header{"Authorization": {"Bearer " + cp.TokenUser.Token}})
+		if code != http.StatusUnauthorized || !strings.Contains(msg, "the request is not signed") || strings.Contains(msg, cp.TokenUser.Token) {
+			t.Errorf("%d %q", code, msg)
+		}
+	})
+	t.Run("replay after maxAge", func(t *testing.T) {
+		var last sent
+		if code, _, msg := whoami(t, signingClient(t, key, cert, roots, nil, &last), proxy.URL, nil); code != http.StatusCreated {
+			t.Fatalf("first send: %d %s", code, msg)
+		}
+		time.Sleep(3500 * time.Millisecond) // past maxAge 2s plus maxClockSkew 1s
+		req, _ := http.NewRequestWithContext(context.Background(), last.method, last.url, bytes.NewReader(last.body))
+		req.Header = last.header.Clone()
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, _, msg := decodeReview(t, resp); code != http.StatusUnauthorized || !strings.Contains(msg, "stale") && !strings.Contains(msg, "created") {
+			t.Errorf("replay: %d %q", code, msg)
+		}
+	})
+}
+
+func readCertificate(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
