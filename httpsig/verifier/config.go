@@ -169,7 +169,14 @@ func ParseConfig(data []byte, dir string, log *slog.Logger) (*Config, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("httpSignature: %w", err)
 	}
-	return s.compile(dir)
+	c, err := s.compile(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, named := c.Policy.RequiredHeaders[http.CanonicalHeaderKey(httpsig.AudienceHeader)]; !named {
+		log.Warn("authentication configuration: httpSignature.requiredSignedHeaders does not list the X-K8s-Audience values naming this cluster; every signature must still carry the header, but a request signed for another cluster that trusts the same CA is accepted here")
+	}
+	return c, nil
 }
 
 func (s *httpSignatureSection) compile(dir string) (*Config, error) {
@@ -219,8 +226,8 @@ func (s *httpSignatureSection) compile(dir string) (*Config, error) {
 }
 
 // requiredHeaders checks requiredSignedHeaders by httpsig's rules (KEP-6308 "Required
-// signed headers": X-K8s-Audience with a non-empty list, no reserved name, no name twice)
-// and returns it with canonical names.
+// signed headers": X-K8s-Audience, if named, with a non-empty list; no reserved name, no
+// name twice) and returns it with canonical names.
 func requiredHeaders(in map[string][]string) (map[string][]string, error) {
 	if err := (httpsig.Policy{RequiredHeaders: in}).Validate(); err != nil {
 		return nil, fmt.Errorf("httpSignature.requiredSignedHeaders: %w", err)

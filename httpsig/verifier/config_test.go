@@ -93,6 +93,36 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// An audience the configuration does not pin is allowed (KEP-6308 "Test Plan"), and the
+// operator hears that cross-cluster replay is then not narrowed.
+func TestParseConfigWarnsWithoutAudienceValues(t *testing.T) {
+	t.Parallel()
+	ca0, ca1 := testpki.NewTestCA(t, "signing CA 0"), testpki.NewTestCA(t, "signing CA 1")
+	for _, tc := range []struct {
+		name, from, to string
+		warn           bool
+	}{
+		{"pinned", "", "", false},
+		{"not named", "X-K8s-Audience: [https://cluster.example]", "X-Session-Token: []", true},
+	} {
+		var logs bytes.Buffer
+		doc := configYAML(ca0, ca1)
+		if tc.from != "" {
+			doc = strings.Replace(doc, tc.from, tc.to, 1)
+		}
+		c, err := ParseConfig([]byte(doc), "", slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := strings.Contains(logs.String(), "does not list the X-K8s-Audience values"); got != tc.warn {
+			t.Errorf("%s: warned %v, want %v: %s", tc.name, got, tc.warn, logs.String())
+		}
+		if tc.warn && len(c.Policy.RequiredHeaders) != 1 {
+			t.Errorf("%s: required headers %v", tc.name, c.Policy.RequiredHeaders)
+		}
+	}
+}
+
 func TestParseConfigCertificateAuthorityFile(t *testing.T) {
 	t.Parallel()
 	ca := testpki.NewTestCA(t, "signing CA")
@@ -148,7 +178,6 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"no section", "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\n", "httpSignature: required"},
 		{"unknown field", strings.Replace(good, "  maxClockSkew: 3s", "  maxClockSkew: 3s\n  maxClokSkew: 3s", 1), `httpSignature: json: unknown field "maxClokSkew"`},
 		{"unknown nested field", strings.Replace(good, "    maxAge: 2s", "    maxAge: 2s\n    nonceHandling: Ignore", 1), `unknown field "nonceHandling"`},
-		{"no audience", strings.Replace(good, "X-K8s-Audience: [https://cluster.example]", "X-Other: [a]", 1), "httpSignature.requiredSignedHeaders: httpsig: required headers must name X-K8s-Audience"},
 		{"empty audience list", strings.Replace(good, "X-K8s-Audience: [https://cluster.example]", "X-K8s-Audience: []", 1), "httpSignature.requiredSignedHeaders: httpsig: required header X-K8s-Audience needs at least one accepted value"},
 		{"reserved authorization", strings.Replace(good, "X-K8s-Audience: [https://cluster.example]", "X-K8s-Audience: [a]\n    Authorization: []", 1), `httpSignature.requiredSignedHeaders: httpsig: required header "Authorization" is reserved`},
 		{"reserved impersonate", strings.Replace(good, "X-K8s-Audience: [https://cluster.example]", "X-K8s-Audience: [a]\n    Impersonate-User: []", 1), `httpSignature.requiredSignedHeaders: httpsig: required header "Impersonate-User" is reserved`},
