@@ -265,3 +265,35 @@ func TestLoadInfoLockFilePath(t *testing.T) {
 		t.Errorf("LoadInfo: %+v, %v", info, err)
 	}
 }
+
+// Write refuses what the client would refuse, so a plugin author hears it at once; and
+// it writes signing material (KEP-6308) only for a client that asked for it.
+func TestWriteChecksStatus(t *testing.T) {
+	plain := &Info{APIVersion: wire.V1}
+	signing := &Info{APIVersion: wire.V1, HTTPSignature: &wire.HTTPSignatureRequest{SignedHeaders: []wire.HTTPSignatureHeader{{Name: "X-K8s-Audience"}}}}
+	material := func() *wire.HTTPSignature {
+		return &wire.HTTPSignature{KeyID: "k1", PrivateKey: "-----BEGIN PRIVATE KEY-----\n...", SignedHeaders: map[string]string{"X-K8s-Audience": "https://c.example"}}
+	}
+	for _, tc := range []struct {
+		name   string
+		info   *Info
+		status *wire.Status
+		err    string
+	}{
+		{"token", plain, &wire.Status{Token: "t"}, ""},
+		{"nothing", plain, &wire.Status{}, "plugin: a credential needs a token, a client certificate or signing material"},
+		{"signing material asked for", signing, &wire.Status{HTTPSignature: material()}, ""},
+		{"signing material not asked for", plain, &wire.Status{HTTPSignature: material()}, "the client did not ask for signing material"},
+		{"signing material beside a token", signing, &wire.Status{Token: "t", HTTPSignature: material()}, "a status may carry a signature or a credential that transits, never both"},
+		{"certificate without key", plain, &wire.Status{ClientCertificateData: "x"}, "not both"},
+	} {
+		var out bytes.Buffer
+		err := Write(&out, tc.info, tc.status)
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
+		if err != nil && out.Len() > 0 {
+			t.Errorf("%s: refused, yet wrote %q", tc.name, out.String())
+		}
+	}
+}

@@ -255,3 +255,89 @@ func readCertificate(t *testing.T, path string) *x509.Certificate {
 	}
 	return c
 }
+
+// TestSignatureProxyInProcess: `kplug request` signs in-process (KEP-6308 client side,
+// no proxy) from a kubeconfig httpSignature block, with key files and with signing
+// material from an exec plugin, and a real kube-apiserver behind kplug signature-proxy
+// serves the request as the certificate's user. The plugin's key never reaches kplug's
+// output.
+func TestSignatureProxyInProcess(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{}}})
+	dir := t.TempDir()
+	buildBinary(t, filepath.Join(dir, "bin"), "./test/e2e/testplugin", "testplugin")
+	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	signingCA, err := cp.PKI.NewCA("signing-ca", "kplug-e2e signing CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, err := signingCA.IssueFor("dave", &x509.Certificate{Subject: pkix.Name{CommonName: "dave", Organization: []string{"signers"}}}, key.Public(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := pkcs8PEM(t, key)
+	keyFile := filepath.Join(dir, "dave.key")
+	writeBytes(t, keyFile, keyPEM)
+	proxy := startSignatureProxy(t, cp, signingCA.File)
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	writeBytes(t, kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: verifier
+  cluster:
+    server: `+proxy.URL+`
+    certificate-authority: `+cp.PKI.ClusterCA.File+`
+users:
+- name: files
+  user:
+    httpSignature:
+      apiVersion: client.authentication.k8s.io/v1alpha1
+      certFile: `+certFile+`
+      keyFile: `+keyFile+`
+      signedHeaders:
+      - name: X-K8s-Audience
+        value: `+signatureAudience+`
+- name: plugin
+  user:
+    httpSignature:
+      apiVersion: client.authentication.k8s.io/v1alpha1
+      signedHeaders:
+      - name: X-K8s-Audience
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: `+filepath.Join(dir, "bin", "testplugin")+`
+      interactiveMode: Never
+      env:
+      - {name: TEST_SIGN_KEY_FILE, value: `+keyFile+`}
+      - {name: TEST_SIGN_CERT_FILE, value: `+certFile+`}
+      - {name: TEST_SIGN_AUDIENCE, value: `+signatureAudience+`}
+contexts:
+- name: files
+  context: {cluster: verifier, user: files}
+- name: plugin
+  context: {cluster: verifier, user: plugin}
+current-context: files
+`))
+	keyBase64 := strings.Join(strings.Split(strings.TrimSpace(string(keyPEM)), "\n")[1:2], "")
+	for _, context := range []string{"files", "plugin"} {
+		t.Run(context, func(t *testing.T) {
+			out, errOut, err := run(t, kplug, "request", "-v=10", "--kubeconfig", kubeconfig, "--context", context, selfSubjectReviewPath, "-d", selfSubjectReview)
+			if err != nil || !strings.Contains(out, `"username":"sig:dave"`) || !strings.Contains(out, `"signers"`) {
+				t.Errorf("kplug request: %q, %v\n%s", out, err, errOut)
+			}
+			// A body was sent, so it was digested and covered; and no key bytes in any output.
+			if strings.Contains(out+errOut, keyBase64) {
+				t.Errorf("the signing key appears in kplug's output")
+			}
+			out, errOut, err = run(t, kplug, "request", "--kubeconfig", kubeconfig, "--context", context, "-X", "POST",
+				"/api/v1/namespaces/default/configmaps", "-d", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"signed-`+context+`"},"data":{"k":"v"}}`)
+			if err == nil || !strings.Contains(out+errOut, "forbidden") || !strings.Contains(out+errOut, "sig:dave") {
+				t.Errorf("create as sig:dave without RBAC should reach authorization as sig:dave: %q %v\n%s", out, err, errOut)
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
 // Command testplugin is an exec credential plugin written with kplug's SDK, for the
 // end-to-end tests. It answers with the token in $TEST_TOKEN_FILE, or the client
-// certificate and key in $TEST_CERT_FILE and $TEST_KEY_FILE, and appends a byte to
+// certificate and key in $TEST_CERT_FILE and $TEST_KEY_FILE, or, when the client asks
+// for signing material (KEP-6308 spec.httpSignature), the key and certificate in
+// $TEST_SIGN_KEY_FILE and $TEST_SIGN_CERT_FILE with the audience $TEST_SIGN_AUDIENCE;
+// and appends a byte to
 // $TEST_COUNT_FILE on every run so that tests can count runs. $TEST_SLEEP (a duration)
 // makes it as slow as a real login.
 package main
@@ -8,6 +11,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kplug/kplug/execcred/plugin"
@@ -64,6 +68,26 @@ func run() error {
 			return err
 		}
 		status.ClientCertificateData, status.ClientKeyData = string(cert), string(key)
+	}
+	if info.HTTPSignature != nil {
+		key, err := os.ReadFile(os.Getenv("TEST_SIGN_KEY_FILE"))
+		if err != nil {
+			return err
+		}
+		cert, err := os.ReadFile(os.Getenv("TEST_SIGN_CERT_FILE"))
+		if err != nil {
+			return err
+		}
+		headers := map[string]string{}
+		for _, h := range info.HTTPSignature.SignedHeaders {
+			if strings.EqualFold(h.Name, "X-K8s-Audience") {
+				headers[h.Name] = os.Getenv("TEST_SIGN_AUDIENCE")
+			}
+		}
+		status = &wire.Status{
+			ExpirationTimestamp: &wire.Time{Time: time.Now().Add(time.Hour)},
+			HTTPSignature:       &wire.HTTPSignature{PrivateKey: string(key), Certificate: string(cert), SignedHeaders: headers},
+		}
 	}
 	return plugin.Write(os.Stdout, info, status)
 }
