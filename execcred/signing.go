@@ -5,8 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -125,21 +123,12 @@ func headerValue(headers map[string]string, name string) string {
 // chain after it, if any, is not sent: Signature-Certificate carries the leaf alone
 // (KEP-6308 "Signature-Certificate"), and the verifier holds the authority.
 func leafOf(b []byte, key crypto.Signer) (*x509.Certificate, error) {
-	for {
-		var block *pem.Block
-		if block, b = pem.Decode(b); block == nil {
-			return nil, errors.New("no PEM certificate")
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		leaf, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("parsing the certificate: %w", err)
-		}
-		if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(leaf.PublicKey) {
-			return nil, fmt.Errorf("the certificate (subject %q) is not for the private key", leaf.Subject.String())
-		}
-		return leaf, nil
+	leaf, err := pemkey.Certificate(b)
+	if err != nil {
+		return nil, err
 	}
+	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(leaf.PublicKey) {
+		return nil, fmt.Errorf("the certificate (subject %q) is not for the private key", leaf.Subject.String())
+	}
+	return leaf, nil
 }

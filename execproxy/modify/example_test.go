@@ -11,37 +11,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/testpki"
 )
-
-func ExampleNewHTTPSig() {
-	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // a fixed key, for the example only
-	sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{
-		Key:   key,
-		KeyID: "dave-laptop",
-		Now:   func() time.Time { return time.Unix(1795000000, 0) },
-	})
-	if err != nil {
-		panic(err)
-	}
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k8s.example.com/api/v1/namespaces/default/pods?limit=1", nil)
-	req.Header.Set("Impersonate-User", "alice")
-	if err := sign(req); err != nil {
-		panic(err)
-	}
-	fmt.Println(req.Header.Get("Signature-Input"))
-	// Output: kplug=("@method" "@authority" "@path" "@query" "impersonate-user");created=1795000000;keyid="dave-laptop";alg="ed25519"
-}
 
 // proxyOptions is the heart of a proxy plugin's Func (see execproxy/server): the client
 // certificate whose key keyURI names (a PEM file here; a pkcs11: URI keeps it on a token)
 // authenticates the TLS connections to the API server, and every request is signed with an
-// RFC 9421 signature. Close the returned io.Closer once the proxy has stopped.
-func proxyOptions(ctx context.Context, certFile, keyURI string, signKey crypto.Signer, now func() time.Time) (*server.Options, io.Closer, error) {
+// KEP-6308 HTTP message signature (package httpsig). Close the returned io.Closer once
+// the proxy has stopped.
+func proxyOptions(ctx context.Context, certFile, keyURI string, signKey crypto.Signer) (*server.Options, io.Closer, error) {
 	key, err := modify.OpenKey(keyURI, modify.KeyOptions{})
 	if err != nil {
 		return nil, nil, err
@@ -51,13 +35,16 @@ func proxyOptions(ctx context.Context, certFile, keyURI string, signKey crypto.S
 		_ = key.Close()
 		return nil, nil, err
 	}
-	sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: signKey, KeyID: "dave-laptop", Now: now})
+	signer, err := httpsig.NewSigner(httpsig.SignerOptions{
+		Key:     httpsig.Key{Signer: signKey, KeyID: "dave-laptop"},
+		Headers: map[string]string{httpsig.AudienceHeader: "https://prod.example.com"},
+	})
 	if err != nil {
 		_ = cert.Close()
 		return nil, nil, err
 	}
 	return &server.Options{
-		ModifyRequest:        sign,
+		ModifyRequest:        signer.Sign,
 		GetClientCertificate: cert.GetClientCertificate,
 		ClientSessionCache:   cert.ClientSessionCache(),      // a hardware key signs once per full handshake
 		CloseIdleConnections: cert.Watch(ctx, 2*time.Second), // a rotated certificate retires pooled connections
@@ -79,7 +66,8 @@ func Example() {
 		panic(err)
 	}
 	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s signed %s", r.TLS.PeerCertificates[0].Subject.CommonName, r.Header.Get("Signature-Input"))
+		covered, _, _ := strings.Cut(r.Header.Get("Signature-Input"), ";") // the parameters after it hold a nonce
+		fmt.Fprintf(w, "%s signed %s", r.TLS.PeerCertificates[0].Subject.CommonName, covered)
 	}))
 	api.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
 	api.StartTLS()
@@ -88,7 +76,7 @@ func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	signKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // a fixed key, for the example only
-	opts, closer, err := proxyOptions(ctx, alice.CertFile, alice.KeyFile, signKey, func() time.Time { return time.Unix(1795000000, 0) })
+	opts, closer, err := proxyOptions(ctx, alice.CertFile, alice.KeyFile, signKey)
 	if err != nil {
 		panic(err)
 	}
@@ -111,5 +99,5 @@ func Example() {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(string(body))
-	// Output: alice signed kplug=("@method" "@authority" "@path" "@query");created=1795000000;keyid="dave-laptop";alg="ed25519"
+	// Output: alice signed sig1=("@method" "@authority" "@path" "@query" "x-k8s-audience")
 }

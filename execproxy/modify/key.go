@@ -6,14 +6,14 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/kplug/kplug/internal/pemkey"
 )
 
 // KeySource finds the private key that belongs to a certificate's public key. It is asked
@@ -95,38 +95,6 @@ func (f fileKey) Key(pub crypto.PublicKey) (crypto.Signer, error) {
 
 func (fileKey) Close() error { return nil }
 
-func parsePEMKey(b []byte) (crypto.Signer, error) {
-	for {
-		var block *pem.Block
-		block, b = pem.Decode(b)
-		if block == nil {
-			return nil, errors.New("no PEM private key in it")
-		}
-		var key any
-		var err error
-		switch block.Type {
-		case "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "RSA PRIVATE KEY":
-			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(block.Bytes)
-		case "ENCRYPTED PRIVATE KEY":
-			return nil, errors.New("the key is encrypted; kplug reads unencrypted PEM keys (keep it 0600) or keys on a PKCS#11 token")
-		default:
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parsing %s: %w", block.Type, err)
-		}
-		signer, ok := key.(crypto.Signer)
-		if !ok {
-			return nil, fmt.Errorf("unsupported key type %T", key)
-		}
-		return signer, nil
-	}
-}
-
 type equaler interface{ Equal(crypto.PublicKey) bool }
 
 func publicKeysEqual(a, b crypto.PublicKey) bool {
@@ -183,7 +151,7 @@ func (f fileKey) soleKey() (crypto.Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading key: %w", err)
 	}
-	key, err := parsePEMKey(b)
+	key, err := pemkey.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", f, err)
 	}

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/httpsigtest"
 	"github.com/kplug/kplug/internal/softhsm"
 	"github.com/kplug/kplug/internal/testpki"
 )
@@ -129,7 +130,7 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		})
 	}
 
-	t.Run("RFC 9421 signatures made on the token", func(t *testing.T) {
+	t.Run("KEP-6308 signatures made on the token", func(t *testing.T) {
 		key, closer, err := modify.OpenSigningKey(tok.URI("alice-ec", pinFile), modify.KeyOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -138,15 +139,14 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		if !publicKeyEqual(key.Public(), ecPub) {
 			t.Fatal("OpenSigningKey returned another key")
 		}
-		now := time.Now()
-		sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: key, Now: func() time.Time { return now }})
+		signer, err := httpsig.NewSigner(httpsig.SignerOptions{Key: httpsig.Key{Signer: key, KeyID: "alice-ec"}, Headers: map[string]string{httpsig.AudienceHeader: "https://cluster.example"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := verifyingServer(t, verifyHTTPSig(ecPub, "kplug", now))
-		c := &http.Client{Transport: modifying{modify: sign, base: http.DefaultTransport}}
-		if got, err := send(t, c, "POST", srv.URL+"/api/v1/namespaces/default/configmaps", `{"kind":"ConfigMap"}`, header("Impersonate-User", "bob")); err != nil || got != "ok" {
-			t.Errorf("verifier: %q, %v", got, err)
+		srv := httpsigtest.New(t, "https://cluster.example", map[string]any{"alice-ec": ecPub})
+		c := &http.Client{Transport: signer.RoundTripper(http.DefaultTransport)}
+		if got, err := send(t, c, "POST", srv.URL+"/api/v1/namespaces/default/configmaps", `{"kind":"ConfigMap"}`, header("Impersonate-User", "bob")); err != nil || got != "alice-ec" {
+			t.Errorf("verifier: %q, %v %+v", got, err, srv.Requests())
 		}
 	})
 

@@ -126,7 +126,7 @@ func (o *proxyPluginOptions) options(ctx context.Context, g *globals, req *serve
 	}
 	headers := http.Header{}
 	for _, h := range o.headers {
-		name, value, err := headerFlag(h)
+		name, value, err := headerFlag("--header", h)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -181,13 +181,13 @@ func (o *proxyPluginOptions) options(ctx context.Context, g *globals, req *serve
 	return so, release, nil
 }
 
-// headerFlag parses a --header value: NAME=VALUE, or NAME=@FILE for a value kept in a file
-// (surrounding white space, such as a final newline, is dropped). Errors never repeat the
-// value, which is often a secret.
-func headerFlag(h string) (name, value string, err error) {
+// headerFlag parses the value of a header flag (--header, --sign-header): NAME=VALUE, or
+// NAME=@FILE for a value kept in a file (surrounding white space, such as a final newline,
+// is dropped). Errors never repeat the value, which is often a secret.
+func headerFlag(flag, h string) (name, value string, err error) {
 	name, value, ok := strings.Cut(h, "=")
 	if !ok || !validHeaderName(name) {
-		what := "--header" // the flag's text may hold the secret value, so it is not shown
+		what := flag // the flag's text may hold the secret value, so it is not shown
 		if validHeaderName(name) {
 			what += " " + name
 		}
@@ -196,17 +196,17 @@ func headerFlag(h string) (name, value string, err error) {
 	if file, ok := strings.CutPrefix(value, "@"); ok {
 		b, err := readHeaderFile(file)
 		if err != nil {
-			return "", "", invalidConfig(fmt.Errorf("--header %s=@%s: %w", name, file, err))
+			return "", "", invalidConfig(fmt.Errorf("%s %s=@%s: %w", flag, name, file, err))
 		}
 		value = strings.TrimSpace(string(b))
 	}
 	if strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-		return "", "", invalidConfig(fmt.Errorf("--header %s: the value holds a control character (a line break?), which a header cannot carry", name))
+		return "", "", invalidConfig(fmt.Errorf("%s %s: the value holds a control character (a line break?), which a header cannot carry", flag, name))
 	}
 	return name, value, nil
 }
 
-// readHeaderFile reads a --header value file of at most 64 KiB.
+// readHeaderFile reads a header value file of at most 64 KiB.
 func readHeaderFile(path string) ([]byte, error) {
 	f, err := os.Open(path) //nolint:gosec // a file the user names
 	if err != nil {

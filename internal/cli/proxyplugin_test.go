@@ -37,7 +37,7 @@ func TestHeaderFlag(t *testing.T) {
 		{flag: "X-Api-Key=s3cret\r\nX-Injected: 1", wantErr: "--header X-Api-Key: the value holds a control character (a line break?), which a header cannot carry"},
 	}
 	for _, tt := range tests {
-		name, value, err := headerFlag(tt.flag)
+		name, value, err := headerFlag("--header", tt.flag)
 		var gotErr string
 		if err != nil {
 			gotErr = err.Error()

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/pemkey"
 )
 
 // Environment variables of proxy-plugin; the PIN is read here and never logged.
@@ -26,20 +28,26 @@ const (
 
 // signOptions are proxy-plugin's request-signing flags.
 type signOptions struct {
-	scheme     string
-	service    string
-	region     string
-	signKey    string
-	signKeyID  string
-	awsTimeout time.Duration
+	scheme       string
+	service      string
+	region       string
+	signKey      string
+	signKeyID    string
+	signCert     string
+	signAudience string
+	signHeaders  []string
+	awsTimeout   time.Duration
 }
 
 func (o *signOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.scheme, "sign", "", "sign every request: sigv4 (AWS Signature Version 4) or rfc9421 (HTTP Message Signatures)")
 	f.StringVar(&o.service, "sigv4-service", "", "--sign sigv4: the service name of the credential scope, e.g. eks")
 	f.StringVar(&o.region, "sigv4-region", "", "--sign sigv4: the region of the credential scope (default: the AWS configuration's region)")
-	f.StringVar(&o.signKey, "sign-key", "", "--sign rfc9421: the Ed25519 or ECDSA P-256 key, as a file path or a pkcs11: URI")
-	f.StringVar(&o.signKeyID, "sign-key-id", "", "--sign rfc9421: the keyid parameter (default: base64url SHA-256 of the public key)")
+	f.StringVar(&o.signKey, "sign-key", "", "--sign rfc9421: the signing key (ECDSA P-256 or P-384, Ed25519, RSA), as a file path or a pkcs11: URI")
+	f.StringVar(&o.signCert, "sign-cert", "", "--sign rfc9421: the key's certificate (PEM file): the signer's identity, sent in Signature-Certificate; the keyid is its x509-sha256 digest")
+	f.StringVar(&o.signKeyID, "sign-key-id", "", "--sign rfc9421: the keyid the verifier knows the key by, when there is no --sign-cert")
+	f.StringVar(&o.signAudience, "sign-audience", "", "--sign rfc9421: the X-K8s-Audience value naming the cluster, covered by every signature (required)")
+	f.StringArrayVar(&o.signHeaders, "sign-header", nil, "--sign rfc9421: another header to set and cover, as NAME=VALUE or NAME=@FILE (read from FILE, for values that must not appear in argv); repeatable")
 	o.awsTimeout = 20 * time.Second
 }
 
@@ -52,13 +60,13 @@ func keyOptions() modify.KeyOptions {
 func (o *signOptions) signer(ctx context.Context) (func(*http.Request) error, io.Closer, error) {
 	switch o.scheme {
 	case "":
-		if o.service != "" || o.region != "" || o.signKey != "" || o.signKeyID != "" {
-			return nil, nil, &usageError{err: errors.New("--sigv4-* and --sign-key* need --sign"), showHelp: true}
+		if o.service != "" || o.region != "" || o.httpSigFlagsSet() {
+			return nil, nil, &usageError{err: errors.New("--sigv4-* and --sign-* need --sign"), showHelp: true}
 		}
 		return nil, nil, nil
 	case "sigv4":
-		if o.signKey != "" || o.signKeyID != "" {
-			return nil, nil, &usageError{err: errors.New("--sign-key and --sign-key-id are for --sign rfc9421"), showHelp: true}
+		if o.httpSigFlagsSet() {
+			return nil, nil, &usageError{err: errors.New("--sign-key, --sign-cert, --sign-key-id, --sign-audience and --sign-header are for --sign rfc9421"), showHelp: true}
 		}
 		sign, err := o.sigv4(ctx)
 		return sign, nil, err
@@ -66,21 +74,66 @@ func (o *signOptions) signer(ctx context.Context) (func(*http.Request) error, io
 		if o.service != "" || o.region != "" {
 			return nil, nil, &usageError{err: errors.New("--sigv4-service and --sigv4-region are for --sign sigv4"), showHelp: true}
 		}
-		if o.signKey == "" {
-			return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-key"), showHelp: true}
-		}
-		key, closer, err := modify.OpenSigningKey(o.signKey, keyOptions())
+		signer, closer, err := o.httpSig()
 		if err != nil {
-			return nil, nil, invalidConfig(fmt.Errorf("--sign-key: %w", err))
+			return nil, nil, err
 		}
-		sign, err := modify.NewHTTPSig(modify.HTTPSigOptions{Key: key, KeyID: o.signKeyID})
-		if err != nil {
-			_ = closer.Close()
-			return nil, nil, invalidConfig(fmt.Errorf("--sign-key: %w", err))
-		}
-		return sign, closer, nil
+		return signer.Sign, closer, nil
 	}
 	return nil, nil, &usageError{err: fmt.Errorf("--sign %q: want sigv4 or rfc9421", o.scheme), showHelp: true}
+}
+
+func (o *signOptions) httpSigFlagsSet() bool {
+	return o.signKey != "" || o.signKeyID != "" || o.signCert != "" || o.signAudience != "" || len(o.signHeaders) > 0
+}
+
+// httpSig builds the KEP-6308 signer: the key (a file or a token), its certificate or key
+// ID, the audience and any other covered headers, all checked now.
+func (o *signOptions) httpSig() (*httpsig.Signer, io.Closer, error) {
+	switch {
+	case o.signKey == "":
+		return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-key"), showHelp: true}
+	case o.signCert == "" && o.signKeyID == "":
+		return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-cert (the key's certificate is the identity) or --sign-key-id (the name the verifier knows the key by)"), showHelp: true}
+	case o.signCert != "" && o.signKeyID != "":
+		return nil, nil, &usageError{err: errors.New("--sign-cert and --sign-key-id are exclusive: a certificate key's keyid is the certificate's digest"), showHelp: true}
+	case o.signAudience == "":
+		return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-audience, the X-K8s-Audience value naming the cluster (KEP-6308 refuses to sign without one)"), showHelp: true}
+	}
+	headers := map[string]string{httpsig.AudienceHeader: o.signAudience}
+	for _, h := range o.signHeaders {
+		name, value, err := headerFlag("--sign-header", h)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, dup := headers[http.CanonicalHeaderKey(name)]; dup {
+			return nil, nil, &usageError{err: fmt.Errorf("--sign-header %s: given twice (or as --sign-audience)", name), showHelp: true}
+		}
+		headers[http.CanonicalHeaderKey(name)] = value
+	}
+	key := httpsig.Key{KeyID: o.signKeyID}
+	if o.signCert != "" {
+		b, err := os.ReadFile(o.signCert)
+		if err != nil {
+			return nil, nil, invalidConfig(fmt.Errorf("--sign-cert: %w", err))
+		}
+		cert, err := pemkey.Certificate(b)
+		if err != nil {
+			return nil, nil, invalidConfig(fmt.Errorf("--sign-cert: %w", err))
+		}
+		key.Certificate = cert
+	}
+	signer, closer, err := modify.OpenSigningKey(o.signKey, keyOptions())
+	if err != nil {
+		return nil, nil, invalidConfig(fmt.Errorf("--sign-key: %w", err))
+	}
+	key.Signer = signer
+	s, err := httpsig.NewSigner(httpsig.SignerOptions{Key: key, Headers: headers})
+	if err != nil {
+		_ = closer.Close()
+		return nil, nil, invalidConfig(fmt.Errorf("--sign rfc9421: %w", err))
+	}
+	return s, closer, nil
 }
 
 // sigv4 loads AWS credentials the way the AWS CLI does (environment, shared config and

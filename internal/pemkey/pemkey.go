@@ -44,3 +44,22 @@ func Parse(b []byte) (crypto.Signer, error) {
 		return signer, nil
 	}
 }
+
+// Certificate returns the first PEM certificate of b (the leaf, in a chain file); other
+// blocks, such as a private key in a bundle, are skipped.
+func Certificate(b []byte) (*x509.Certificate, error) {
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, errors.New("no PEM certificate in it")
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parsing the certificate: %w", err)
+		}
+		return c, nil
+	}
+}

@@ -1,32 +1,26 @@
-// Package sigverify checks the request signatures that execproxy/modify makes, with code
-// that shares nothing with the signers: SigV4 is recomputed by aws-sdk-go-v2's signer and
-// RFC 9421 structured fields are parsed by a third-party RFC 8941 parser. Tests use it as
-// the receiving side (unit tests, and the verifying front proxy of the end-to-end tests).
+// Package sigverify checks the SigV4 signatures that execproxy/modify makes, with code that
+// shares nothing with the signer: the signature is recomputed by aws-sdk-go-v2's signer.
+// Tests use it as the receiving side (unit tests, and the verifying front proxy of the
+// end-to-end tests). KEP-6308 signatures are verified by httpsig.Verify, and checked
+// independently by an npm RFC 9421 implementation (test/interop).
 //
-// Besides the cryptography, each verifier applies a receiver's policy: the request target
-// is covered, the body matches its signed hash, and every identity-bearing header that is
-// present (Impersonate-*, Content-Type, and Authorization for RFC 9421) is covered, so that
-// an intermediary cannot add one.
+// Besides the cryptography, SigV4 applies a receiver's policy: the request target is
+// covered, the body matches its signed hash, and every identity-bearing header that is
+// present (Impersonate-*, Content-Type) is signed, so that an intermediary cannot add one.
 package sigverify
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsv4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/dunglas/httpsfv"
 )
 
 // MaxSkew is how far a signature's time may be from the verifier's clock.
@@ -107,105 +101,4 @@ func SigV4(r *http.Request, body []byte, service, region string, lookup func(acc
 		return "", errors.New("signature mismatch")
 	}
 	return scope[0], nil
-}
-
-// HTTPSig verifies the RFC 9421 signature labelled label, with the public key lookup
-// returns for its keyid, and returns the keyid.
-func HTTPSig(r *http.Request, body []byte, label string, lookup func(keyID string) (crypto.PublicKey, bool), now time.Time) (string, error) {
-	inputs, err := httpsfv.UnmarshalDictionary(r.Header.Values("Signature-Input"))
-	if err != nil {
-		return "", fmt.Errorf("signature-input header: %w", err)
-	}
-	sigs, err := httpsfv.UnmarshalDictionary(r.Header.Values("Signature"))
-	if err != nil {
-		return "", fmt.Errorf("signature header: %w", err)
-	}
-	in, ok1 := inputs.Get(label)
-	sigMember, ok2 := sigs.Get(label)
-	list, ok3 := in.(httpsfv.InnerList)
-	sigItem, ok4 := sigMember.(httpsfv.Item)
-	sig, ok5 := sigItem.Value.([]byte)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
-		return "", fmt.Errorf("no well-formed signature labelled %q", label)
-	}
-	covered := map[string]bool{}
-	var base strings.Builder
-	for _, item := range list.Items {
-		name, _ := item.Value.(string)
-		covered[name] = true
-		var value string
-		switch name {
-		case "@method":
-			value = r.Method
-		case "@authority":
-			// Lower case and without the default port (RFC 9421 §2.2.3, RFC 9110 §4.2.3).
-			defaultPort := ":80"
-			if r.TLS != nil {
-				defaultPort = ":443"
-			}
-			value = strings.TrimSuffix(strings.ToLower(r.Host), defaultPort)
-		case "@path":
-			value = r.URL.EscapedPath()
-		case "@query":
-			value = "?" + r.URL.RawQuery
-		default:
-			if strings.HasPrefix(name, "@") {
-				return "", fmt.Errorf("derived component %s is not supported", name)
-			}
-			vs := r.Header.Values(name)
-			if len(vs) == 0 {
-				return "", fmt.Errorf("covered header %s is missing", name)
-			}
-			value = strings.Join(vs, ", ")
-		}
-		fmt.Fprintf(&base, "%q: %s\n", name, value)
-	}
-	params, err := httpsfv.Marshal(httpsfv.List{list})
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(&base, "%q: %s", "@signature-params", params)
-
-	for _, want := range []string{"@method", "@authority", "@path", "@query"} {
-		if !covered[want] {
-			return "", fmt.Errorf("%s is not covered", want)
-		}
-	}
-	for name := range r.Header {
-		l := strings.ToLower(name)
-		if (strings.HasPrefix(l, "impersonate-") || l == "authorization" || l == "content-type") && !covered[l] {
-			return "", fmt.Errorf("%s is present but not covered", l)
-		}
-	}
-	if len(body) > 0 && !isStream(r) {
-		sum := sha256.Sum256(body)
-		if !covered["content-digest"] || r.Header.Get("Content-Digest") != "sha-256=:"+base64.StdEncoding.EncodeToString(sum[:])+":" {
-			return "", errors.New("body does not match a covered content-digest")
-		}
-	}
-	created, _ := list.Params.Get("created")
-	if c, ok := created.(int64); !ok || time.Unix(c, 0).Sub(now).Abs() > MaxSkew {
-		return "", fmt.Errorf("created %v is not now", created)
-	}
-	keyIDParam, _ := list.Params.Get("keyid")
-	keyID, _ := keyIDParam.(string)
-	pub, ok := lookup(keyID)
-	if !ok {
-		return "", fmt.Errorf("unknown keyid %q", keyID)
-	}
-	msg := []byte(base.String())
-	switch k := pub.(type) {
-	case ed25519.PublicKey:
-		if !ed25519.Verify(k, msg, sig) {
-			return "", errors.New("bad signature")
-		}
-	case *ecdsa.PublicKey:
-		digest := sha256.Sum256(msg)
-		if len(sig) != 64 || !ecdsa.Verify(k, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
-			return "", errors.New("bad signature")
-		}
-	default:
-		return "", fmt.Errorf("unsupported public key %T", pub)
-	}
-	return keyID, nil
 }
