@@ -239,7 +239,7 @@ func TestSignatureProxy(t *testing.T) {
 	})
 }
 
-func readCertificate(t *testing.T, path string) *x509.Certificate {
+func readCertificate(t testing.TB, path string) *x509.Certificate {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
