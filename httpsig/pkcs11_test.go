@@ -4,8 +4,6 @@ package httpsig_test
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,22 +16,7 @@ import (
 // PKCS#11 signatures come back as ASN.1 DER and must go on the wire as r||s, and RSA-2048
 // under RSASSA-PSS with SHA-512 and a 64-byte salt.
 func TestPKCS11Keys(t *testing.T) {
-	if _, err := softhsm.Module(); err != nil {
-		if os.Getenv("KPLUG_E2E_REQUIRED") != "" {
-			t.Fatal(err)
-		}
-		t.Skipf("skipping PKCS#11 test: %v", err)
-	}
-	dir := t.TempDir()
-	tok, err := softhsm.NewToken(dir, "httpsig-test", "4711")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(softhsm.ConfEnv, tok.Conf)
-	pinFile := filepath.Join(dir, "pin")
-	if err := os.WriteFile(pinFile, []byte(tok.PIN+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tok, pinFile := softhsm.NewTestToken(t, "httpsig-test")
 	for _, tc := range []struct{ kind, alg string }{{"ecdsa-p256", "ecdsa-p256-sha256"}, {"rsa-2048", "rsa-pss-sha512"}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			pub, err := tok.Generate(tc.kind, "key-"+tc.kind)

@@ -6,7 +6,6 @@ import (
 	"crypto"
 	"encoding/pem"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,29 +17,6 @@ import (
 	"github.com/kplug/kplug/internal/softhsm"
 	"github.com/kplug/kplug/internal/testpki"
 )
-
-// newToken initialises a SoftHSM2 token for t, or skips the test when SoftHSM2 is not
-// installed and KPLUG_E2E_REQUIRED is unset.
-func newToken(t *testing.T) (*softhsm.Token, string) {
-	t.Helper()
-	if _, err := softhsm.Module(); err != nil {
-		if os.Getenv("KPLUG_E2E_REQUIRED") != "" {
-			t.Fatal(err)
-		}
-		t.Skipf("skipping PKCS#11 test: %v", err)
-	}
-	dir := t.TempDir()
-	tok, err := softhsm.NewToken(dir, "kplug-test", "4711")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(softhsm.ConfEnv, tok.Conf)
-	pinFile := filepath.Join(dir, "pin")
-	if err := os.WriteFile(pinFile, []byte(tok.PIN+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return tok, pinFile
-}
 
 func generate(t *testing.T, tok *softhsm.Token, kind, label string) crypto.PublicKey {
 	t.Helper()
@@ -54,7 +30,7 @@ func generate(t *testing.T, tok *softhsm.Token, kind, label string) crypto.Publi
 // TestPKCS11ClientKeys authenticates TLS connections with keys generated on a SoftHSM2
 // token: they sign on the token, RSA with PSS under TLS 1.3, once per full handshake.
 func TestPKCS11ClientKeys(t *testing.T) {
-	tok, pinFile := newToken(t)
+	tok, pinFile := softhsm.NewTestToken(t, "kplug-test")
 	ca := testpki.NewTestCA(t, "test client CA")
 	dir := t.TempDir()
 	ecPub := generate(t, tok, "ecdsa-p256", "alice-ec")

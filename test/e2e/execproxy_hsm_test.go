@@ -18,33 +18,12 @@ import (
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
-// hsmToken initialises a SoftHSM2 token whose configuration the kplug processes inherit,
-// or skips the test when SoftHSM2 is missing and KPLUG_E2E_REQUIRED is unset.
-func hsmToken(t *testing.T) (tok *softhsm.Token, pinFile string) {
-	t.Helper()
-	if _, err := softhsm.Module(); err != nil {
-		if os.Getenv(framework.RequireEnv) != "" {
-			t.Fatal(err)
-		}
-		t.Skipf("skipping PKCS#11 end-to-end test: %v", err)
-	}
-	dir := filepath.Join(t.TempDir(), "hsm")
-	tok, err := softhsm.NewToken(dir, "kplug-e2e", "2718")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(softhsm.ConfEnv, tok.Conf)
-	pinFile = filepath.Join(dir, "pin")
-	writeBytes(t, pinFile, []byte(tok.PIN+"\n"))
-	return tok, pinFile
-}
-
 // TestExecProxyPKCS11HSM authenticates to the real apiserver with client keys generated on
 // a SoftHSM2 token (ECDSA P-256 and RSA, which TLS 1.3 signs with PSS) and certificates
 // from the control plane's client CA, in files or on the token; it rotates the certificate under a running proxy
 // while a watch streams, and checks that bad input fails at start with one message.
 func TestExecProxyPKCS11HSM(t *testing.T) {
-	tok, pinFile := hsmToken(t)
+	tok, pinFile := softhsm.NewTestToken(t, "kplug-e2e")
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
 	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")

@@ -17,6 +17,7 @@ import (
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kplug/kplug/internal/softhsm"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -26,7 +27,7 @@ import (
 // real kube-apiserver that sees the certificate's user: whoami, a create with a body
 // (content-digest), a get, a watch, a delete.
 func TestExecProxySignKEP6308(t *testing.T) {
-	tok, pinFile := hsmToken(t)
+	tok, pinFile := softhsm.NewTestToken(t, "kplug-e2e")
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{}}})
 	dir := t.TempDir()
 	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")

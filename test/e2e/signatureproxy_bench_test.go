@@ -2,12 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -50,18 +46,7 @@ func BenchmarkSignatureProxyKubeAPIServer(b *testing.B) {
 			b.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 	}
-	signingCA, err := cp.PKI.NewCA("signing-ca", "kplug-bench signing CA")
-	if err != nil {
-		b.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	certFile, err := signingCA.IssueFor("grace", &x509.Certificate{Subject: pkix.Name{CommonName: "grace", Organization: []string{"signers"}}}, key.Public(), time.Now().Add(time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
+	signingCA, key, certFile := newSigningIdentity(b, cp, "grace")
 	configFile := b.TempDir() + "/authn.yaml"
 	if err := os.WriteFile(configFile, []byte(signatureProxyConfig(signingCA.File)), 0o600); err != nil {
 		b.Fatal(err)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testpki"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -82,6 +83,25 @@ func startSignatureProxy(t *testing.T, cp *framework.ControlPlane, caFile string
 		return err == nil
 	})
 	return s
+}
+
+// newSigningIdentity makes the control plane's signing CA (which startSignatureProxy is
+// given) and an ECDSA P-256 key with a certificate for cn in the group "signers".
+func newSigningIdentity(t testing.TB, cp *framework.ControlPlane, cn string) (ca *testpki.CA, key *ecdsa.PrivateKey, certFile string) {
+	t.Helper()
+	ca, err := cp.PKI.NewCA("signing-ca", "kplug-e2e signing CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, err = ca.IssueFor(cn, &x509.Certificate{Subject: pkix.Name{CommonName: cn, Organization: []string{"signers"}}}, key.Public(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, key, certFile
 }
 
 // sent is a signed request as it left the client, for a replay.
@@ -168,18 +188,7 @@ func decodeReview(t *testing.T, resp *http.Response) (int, authenticationv1.User
 // beside a valid signature is dropped.
 func TestSignatureProxy(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{}}})
-	signingCA, err := cp.PKI.NewCA("signing-ca", "kplug-e2e signing CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, err := signingCA.IssueFor("carol", &x509.Certificate{Subject: pkix.Name{CommonName: "carol", Organization: []string{"signers"}}}, key.Public(), time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signingCA, key, certFile := newSigningIdentity(t, cp, "carol")
 	cert := readCertificate(t, certFile)
 	proxy := startSignatureProxy(t, cp, signingCA.File)
 	roots := cp.PKI.ClusterCA.Pool()
@@ -266,18 +275,7 @@ func TestSignatureProxyInProcess(t *testing.T) {
 	dir := t.TempDir()
 	buildBinary(t, filepath.Join(dir, "bin"), "./test/e2e/testplugin", "testplugin")
 	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
-	signingCA, err := cp.PKI.NewCA("signing-ca", "kplug-e2e signing CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, err := signingCA.IssueFor("dave", &x509.Certificate{Subject: pkix.Name{CommonName: "dave", Organization: []string{"signers"}}}, key.Public(), time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signingCA, key, certFile := newSigningIdentity(t, cp, "dave")
 	keyPEM := pkcs8PEM(t, key)
 	keyFile := filepath.Join(dir, "dave.key")
 	writeBytes(t, keyFile, keyPEM)
