@@ -72,8 +72,8 @@ func newRootCommand(g *globals) *cobra.Command {
 		Use:   "kplug",
 		Short: "Pluggable credentials and proxies for Kubernetes",
 		Long: `kplug runs Kubernetes client and node plugins the way upstream does, and better:
-exec credential plugins, client exec proxies, image credential providers and the
-mixed version proxy.
+exec credential plugins, client exec proxies, image credential providers, the mixed
+version proxy, and HTTP message signatures (KEP-6308).
 
 Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 1 failure, 2 usage error or invalid configuration.`,
