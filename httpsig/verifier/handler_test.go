@@ -146,6 +146,28 @@ func TestForgedIdentityNeverReachesUpstream(t *testing.T) {
 	}
 }
 
+// A bearer token in a WebSocket subprotocol (which kube-apiserver reads like Authorization)
+// never reaches the upstream; the other subprotocols do.
+func TestBearerSubprotocolNeverReachesUpstream(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, nil)
+	auth := &fakeAuth{user: alice}
+	front := newFrontend(t, auth, up)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, front.URL+"/api/v1/namespaces/default/pods/p/exec", nil)
+	req.Header.Add("Sec-WebSocket-Protocol", "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.c2VjcmV0")
+	req.Header.Add("Sec-WebSocket-Protocol", "Base64url.Bearer.Authorization.k8s.io.c2VjcmV0, v4.channel.k8s.io")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	for who, h := range map[string]http.Header{"authenticator": auth.saw, "upstream": up.requests()[0]} {
+		if got := h.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != "v5.channel.k8s.io, v4.channel.k8s.io" {
+			t.Errorf("%s saw Sec-WebSocket-Protocol %q, want the channel protocols only", who, got)
+		}
+	}
+}
+
 func TestConfiguredRequestHeadersAreStripped(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, nil)
