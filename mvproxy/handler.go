@@ -119,12 +119,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		switch answer {
-		case discovery.Merged:
+		case discovery.Merged, discovery.MergedProtobuf:
 			if !proxied {
 				h.serveMerged(w, r)
 				return
 			}
-		case discovery.Local:
+		case discovery.Local, discovery.LocalProtobuf:
 			h.o.Metrics.localDiscoveryRequest()
 		}
 		h.o.Local.ServeHTTP(w, r)

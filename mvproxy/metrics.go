@@ -51,8 +51,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Total number of peer-aggregated discovery requests that merged the documents anew.",
 		}),
 		localDiscovery: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aggregator_discovery_local_requests_total",
-			Help: "Total number of aggregated discovery requests for the local document (profile=nopeer or profile=local).",
+			Name: "aggregator_discovery_nopeer_requests_total",
+			Help: "Total number of aggregated discovery requests for the local document (profile=nopeer), as kube-apiserver counts them under this name.",
 		}),
 	}
 	if err := errors.Join(

@@ -1,26 +1,33 @@
 package discovery
 
 import (
+	"bytes"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
 	"strconv"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
 // Discovery media types.
 const (
 	// AcceptAggregated asks for the aggregated discovery document, v2, as JSON.
 	AcceptAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+	// AcceptAggregatedProtobuf asks for the aggregated discovery document, v2, as protobuf.
+	AcceptAggregatedProtobuf = protobufMediaType + ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 	// AcceptNoPeer asks for the server's own aggregated discovery document, not merged
 	// with its peers'. Servers before 1.35 ignore the profile and answer with their own
 	// document anyway.
 	AcceptNoPeer = AcceptAggregated + ";profile=nopeer"
 
-	listGroup   = "apidiscovery.k8s.io"
-	listVersion = "v2"
-	listKind    = "APIGroupDiscoveryList"
+	protobufMediaType = "application/vnd.kubernetes.protobuf"
+	listGroup         = "apidiscovery.k8s.io"
+	listVersion       = "v2"
+	listKind          = "APIGroupDiscoveryList"
 )
 
 // GVR names a resource by group, version and resource, as discovery lists it. The core
@@ -133,6 +140,36 @@ func Encode(l *apidiscoveryv2.APIGroupDiscoveryList) (data []byte, etag string, 
 		return nil, "", fmt.Errorf("encoding aggregated discovery: %w", err)
 	}
 	return data, strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(hashed))), nil
+}
+
+// protobufCodec encodes aggregated discovery v2 as kube-apiserver does for protobuf
+// clients: apimachinery's protobuf serializer (the "k8s\x00" envelope holding the list).
+var protobufCodec = func() runtime.Serializer {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(apidiscoveryv2.AddToScheme(scheme))
+	return protobuf.NewSerializer(scheme, scheme)
+}()
+
+// EncodeProtobuf returns l in the protobuf form of AcceptAggregatedProtobuf. Its ETag is
+// Encode's: kube-apiserver hashes the document, not one of its encodings, so both forms
+// of one document carry the same ETag.
+func EncodeProtobuf(l *apidiscoveryv2.APIGroupDiscoveryList) ([]byte, error) {
+	typed := l.DeepCopy()
+	typed.Kind, typed.APIVersion = listKind, listGroup+"/"+listVersion
+	var b bytes.Buffer
+	if err := protobufCodec.Encode(typed, &b); err != nil {
+		return nil, fmt.Errorf("encoding aggregated discovery as protobuf: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// DecodeProtobuf reads the protobuf form of an aggregated discovery v2 document.
+func DecodeProtobuf(data []byte) (*apidiscoveryv2.APIGroupDiscoveryList, error) {
+	var l apidiscoveryv2.APIGroupDiscoveryList
+	if _, _, err := protobufCodec.Decode(data, nil, &l); err != nil {
+		return nil, fmt.Errorf("decoding aggregated discovery from protobuf: %w", err)
+	}
+	return &l, nil
 }
 
 // NewList returns an aggregated discovery v2 document of items, with its kind and

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/internal/reverseproxy"
@@ -25,8 +26,9 @@ import (
 // ETag; otherwise the ETag is computed as kube-apiserver computes it (see Encode). Either
 // way it answers If-None-Match with 304.
 //
-// It answers every request as a GET /apis that negotiated Merged (see Negotiate); HEAD
-// gets no body. Local and Peers are required. Its fields must not change once in use; it
+// It answers every request as a GET /apis that negotiated Merged or MergedProtobuf (see
+// Negotiate): the latter gets the same document, with the same ETag, in protobuf
+// (EncodeProtobuf), encoded once per merge. HEAD gets no body. Local and Peers are required. Its fields must not change once in use; it
 // is safe for concurrent use.
 type MergedHandler struct {
 	// Local serves the local server's own aggregated discovery document (AcceptNoPeer).
@@ -49,8 +51,19 @@ type mergedEntry struct {
 	localETag  string
 	local      []byte // the local document, to merge again when only peers changed
 	generation uint64
-	body       []byte
+	list       *apidiscoveryv2.APIGroupDiscoveryList
+	body       []byte // JSON
 	etag       string
+
+	protobufOnce sync.Once
+	protobuf     []byte
+	protobufErr  error
+}
+
+// protobufBody returns the document in protobuf, encoding it on first use.
+func (e *mergedEntry) protobufBody() ([]byte, error) {
+	e.protobufOnce.Do(func() { e.protobuf, e.protobufErr = EncodeProtobuf(e.list) })
+	return e.protobuf, e.protobufErr
 }
 
 // ServeHTTP implements http.Handler.
@@ -99,8 +112,19 @@ func (h *MergedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"mvproxy: the local server's aggregated discovery document could not be merged; see the proxy's log", 0)
 		return
 	}
+	body, contentType := entry.body, AcceptAggregated
+	if answer, _ := Negotiate(r.Header.Get("Accept")); answer == MergedProtobuf {
+		pb, err := entry.protobufBody()
+		if err != nil {
+			h.logger().Error("encoding merged discovery as protobuf", "err", err)
+			reverseproxy.WriteStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError,
+				"mvproxy: the merged aggregated discovery document could not be encoded as protobuf; see the proxy's log", 0)
+			return
+		}
+		body, contentType = pb, AcceptAggregatedProtobuf
+	}
 	hdr := w.Header()
-	hdr.Set("Content-Type", AcceptAggregated)
+	hdr.Set("Content-Type", contentType)
 	hdr.Set("ETag", entry.etag)
 	hdr.Set("Vary", "Accept")
 	hdr.Set("Cache-Control", "public")
@@ -108,10 +132,10 @@ func (h *MergedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	hdr.Set("Content-Length", strconv.Itoa(len(entry.body)))
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(entry.body)
+		_, _ = w.Write(body)
 	}
 }
 
@@ -129,6 +153,7 @@ func (h *MergedHandler) merge(localETag string, localBody []byte, generation uin
 	}
 	e := &mergedEntry{localETag: localETag, local: bytes.Clone(localBody), generation: generation}
 	merged := Merge(local, peers)
+	e.list = merged
 	if len(merged.Items) == len(local.Items) && localETag != "" {
 		e.body, e.etag = e.local, localETag
 	} else if e.body, e.etag, err = Encode(merged); err != nil {

@@ -12,15 +12,22 @@ import (
 type Answer int
 
 const (
-	// PassThrough is legacy discovery, protobuf, or anything else: the local server
-	// answers.
+	// PassThrough is legacy discovery, another version of aggregated discovery, or
+	// anything else: the local server answers.
 	PassThrough Answer = iota
 	// Merged is aggregated discovery v2 as JSON with the default profile: the
 	// peer-aggregated document.
 	Merged
-	// Local is aggregated discovery v2 as JSON with profile=nopeer (or the KEP's
-	// profile=local): the local server's own document.
+	// Local is aggregated discovery v2 as JSON with profile=nopeer: the local server's own
+	// document. Any other profile, the KEP's "local" included, gets the merged document,
+	// as from kube-apiserver.
 	Local
+	// MergedProtobuf is Merged encoded as protobuf (AcceptAggregatedProtobuf), which
+	// kube-apiserver also serves. client-go's discovery client (v0.36) asks for JSON only,
+	// whatever its content type, so kubectl and the controllers do not ask for it.
+	MergedProtobuf
+	// LocalProtobuf is Local encoded as protobuf; the local server answers.
+	LocalProtobuf
 )
 
 func (a Answer) String() string {
@@ -31,6 +38,10 @@ func (a Answer) String() string {
 		return "merged"
 	case Local:
 		return "local"
+	case MergedProtobuf:
+		return "merged-protobuf"
+	case LocalProtobuf:
+		return "local-protobuf"
 	}
 	return "unknown"
 }
@@ -44,8 +55,9 @@ const (
 )
 
 // Negotiate picks, like kube-apiserver, the first acceptable Accept clause in order of
-// quality. Only JSON is merged; other aggregated encodings are left to the local server.
-// It refuses a header over MaxAcceptBytes or MaxMediaRanges before parsing it.
+// quality. Aggregated discovery v2 is merged in JSON and in protobuf; other versions are
+// left to the local server. It refuses a header over MaxAcceptBytes or MaxMediaRanges
+// before parsing it.
 func Negotiate(accept string) (Answer, error) {
 	if n := strings.Count(accept, ",") + 1; len(accept) > MaxAcceptBytes || n > MaxMediaRanges {
 		return PassThrough, fmt.Errorf("the Accept header has %d bytes and %d media ranges, more than the %d bytes and %d media ranges read; send fewer media ranges",
@@ -54,9 +66,14 @@ func Negotiate(accept string) (Answer, error) {
 	for _, c := range parseAccept(accept) {
 		aggregated := c.params["g"] == listGroup && c.params["as"] == listKind
 		switch {
-		case aggregated && c.params["v"] == listVersion && c.mediaType == "application/json":
-			switch c.params["profile"] {
-			case "nopeer", "local":
+		case aggregated && c.params["v"] == listVersion && (c.mediaType == "application/json" || c.mediaType == protobufMediaType):
+			nopeer := c.params["profile"] == "nopeer"
+			switch {
+			case c.mediaType == protobufMediaType && nopeer:
+				return LocalProtobuf, nil
+			case c.mediaType == protobufMediaType:
+				return MergedProtobuf, nil
+			case nopeer:
 				return Local, nil
 			}
 			return Merged, nil
@@ -65,7 +82,7 @@ func Negotiate(accept string) (Answer, error) {
 			// decides whether it serves it
 			return PassThrough, nil
 		case c.mediaType == "application/json", c.mediaType == "*/*", c.mediaType == "application/*",
-			c.mediaType == "application/yaml", c.mediaType == "application/vnd.kubernetes.protobuf":
+			c.mediaType == "application/yaml", c.mediaType == protobufMediaType:
 			return PassThrough, nil
 		}
 	}

@@ -21,14 +21,19 @@ func TestNegotiate(t *testing.T) {
 		// client-go 1.30 to 1.36
 		{discovery.AcceptAggregated + ",application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", discovery.Merged},
 		{discovery.AcceptNoPeer, discovery.Local},
-		{discovery.AcceptAggregated + ";profile=local", discovery.Local},
+		// only nopeer: kube-apiserver merges for any other profile, the KEP's "local" too
+		{discovery.AcceptAggregated + ";profile=local", discovery.Merged},
 		{discovery.AcceptAggregated + ";profile=foo", discovery.Merged},
 		// the apiserver's own loopback client
 		{discovery.AcceptNoPeer + "," + discovery.AcceptAggregated + ",application/json", discovery.Local},
 		// spaces and quality, as in the KEP's example
 		{"application/json; q=0.5, application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList; q=0.9", discovery.Merged},
 		{"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0, application/json", discovery.PassThrough},
-		{"application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList," + discovery.AcceptAggregated, discovery.PassThrough},
+		// a client that prefers protobuf
+		{"application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList," + discovery.AcceptAggregated, discovery.MergedProtobuf},
+		{discovery.AcceptAggregatedProtobuf + ";profile=nopeer," + discovery.AcceptNoPeer, discovery.LocalProtobuf},
+		{"application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList", discovery.PassThrough},
+		{"application/vnd.kubernetes.protobuf", discovery.PassThrough},
 		{"application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList", discovery.PassThrough},
 		{"text/html, " + discovery.AcceptAggregated, discovery.Merged},
 	}

@@ -288,9 +288,13 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			return resp.StatusCode, resp.Header, nil
 		}
-		l, err := discovery.Parse(body)
+		parse := discovery.Parse
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.kubernetes.protobuf") {
+			parse = discovery.DecodeProtobuf
+		}
+		l, err := parse(body)
 		if err != nil {
-			t.Fatalf("%v: %s", err, body)
+			t.Fatalf("%v: %q", err, body)
 		}
 		var names []string
 		for _, g := range l.Items {
@@ -305,7 +309,7 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 	reg := c.nodes[0].reg
 	counts := func() []float64 {
 		return []float64{
-			counter(t, reg, "aggregator_discovery_local_requests_total"),
+			counter(t, reg, "aggregator_discovery_nopeer_requests_total"),
 			counter(t, reg, "aggregator_discovery_peer_aggregated_cache_hits_total"),
 			counter(t, reg, "aggregator_discovery_peer_aggregated_cache_misses_total"),
 		}
@@ -331,26 +335,40 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 			t.Errorf("If-None-Match with the ETag via %d: %d, want 304", via, code)
 		}
 	}
-	for _, accept := range []string{discovery.AcceptNoPeer, discovery.AcceptAggregated + ";profile=local"} {
-		_, _, got := fetch(0, accept, "")
-		if diff := cmp.Diff([]string{"apps/v1/deployments", "batch/v1/jobs"}, got); diff != "" {
-			t.Errorf("%s via 0 (-want +got):\n%s", accept, diff)
-		}
+	// Protobuf, as clients configured for it ask first: the same merge, the same ETag.
+	_, hdr, got := fetch(0, discovery.AcceptAggregatedProtobuf+","+discovery.AcceptAggregated, "")
+	if diff := cmp.Diff(wantMerged[0], got); diff != "" {
+		t.Errorf("merged protobuf via 0 (-want +got):\n%s", diff)
 	}
-	// Server 0 saw one merge and one cache hit (the 304), and at least our two local
-	// requests (its peer's discovery fetches, which may still be under way, count too).
+	if hdr.Get("Content-Type") != discovery.AcceptAggregatedProtobuf || hdr.Get("ETag") != etags[0] || hdr.Get("Vary") != "Accept" {
+		t.Errorf("merged protobuf via 0: headers %v, want the JSON answer's ETag %s", hdr, etags[0])
+	}
+	if code, _, _ := fetch(0, discovery.AcceptAggregatedProtobuf, etags[0]); code != http.StatusNotModified {
+		t.Errorf("protobuf If-None-Match with the ETag: %d, want 304", code)
+	}
+	// profile=nopeer is the local document; any other profile, the KEP's "local" too, is
+	// the merged one, as from kube-apiserver.
+	if _, _, got := fetch(0, discovery.AcceptNoPeer, ""); !cmp.Equal([]string{"apps/v1/deployments", "batch/v1/jobs"}, got) {
+		t.Errorf("profile=nopeer via 0: %v", got)
+	}
+	if _, _, got := fetch(0, discovery.AcceptAggregated+";profile=local", ""); !cmp.Equal(wantMerged[0], got) {
+		t.Errorf("profile=local via 0: %v, want the merged document", got)
+	}
+	// Server 0 saw one merge and four cache hits (the 304, protobuf and its 304, profile=local),
+	// and at least our one local request (its peer's discovery fetches, which may still be
+	// under way, count too).
 	after := counts()
-	if diff := cmp.Diff([]float64{before[1] + 1, before[2] + 1}, after[1:]); diff != "" {
+	if diff := cmp.Diff([]float64{before[1] + 4, before[2] + 1}, after[1:]); diff != "" {
 		t.Errorf("cache hits, cache misses (-want +got):\n%s", diff)
 	}
-	if after[0] < before[0]+2 {
-		t.Errorf("local discovery requests went from %v to %v, want at least 2 more", before[0], after[0])
+	if after[0] < before[0]+1 {
+		t.Errorf("local discovery requests went from %v to %v, want at least 1 more", before[0], after[0])
 	}
 
 	// When the last peer leaves, the merge is redone without it.
 	c.nodes[1].stop()
 	poll.Until(t, "server 0 forgets server 1", func() bool { return len(c.nodes[0].sidecar.dir.Peers()) == 0 })
-	_, hdr, got := fetch(0, discovery.AcceptAggregated, etags[0])
+	_, hdr, got = fetch(0, discovery.AcceptAggregated, etags[0])
 	if diff := cmp.Diff([]string{"apps/v1/deployments", "batch/v1/jobs"}, got); diff != "" {
 		t.Errorf("merged after the peer left (-want +got):\n%s", diff)
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kplug/kplug/internal/cli"
 	"github.com/kplug/kplug/mvproxy"
+	"github.com/kplug/kplug/mvproxy/discovery"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -258,6 +259,49 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 		out, err := kubectl(ctx, cp, kubeconfigs[cp.Admin.Name], 1, "api-resources", "--api-group=batch", "-o", "name")
 		if err != nil || !strings.Contains(string(out), "jobs") {
 			t.Errorf("kubectl api-resources via sidecar 1: %q, %v", out, err)
+		}
+	})
+
+	// Aggregated discovery in protobuf, which kube-apiserver serves to clients that ask:
+	// merged too, with the JSON answer's ETag; profile=nopeer in protobuf is
+	// kube-apiserver's own answer.
+	t.Run("merged discovery in protobuf", func(t *testing.T) {
+		s := sides[1]
+		fetch := func(accept string) (string, string, []string) {
+			t.Helper()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/apis", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Accept", accept)
+			resp, err := admin.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /apis (%s): %d %.200q", accept, resp.StatusCode, body)
+			}
+			l, err := discovery.DecodeProtobuf(body)
+			if err != nil {
+				t.Fatalf("%s: %v", accept, err)
+			}
+			var names []string
+			for _, g := range l.Items {
+				names = append(names, g.Name)
+			}
+			return resp.Header.Get("Content-Type"), resp.Header.Get("ETag"), names
+		}
+		ctype, etag, merged := fetch(discovery.AcceptAggregatedProtobuf + "," + discovery.AcceptAggregated + ",application/json")
+		if ctype != discovery.AcceptAggregatedProtobuf || !slices.Equal(merged, discoveryGroups(ctx, t, admin, s.URL, acceptAggregated)) {
+			t.Errorf("protobuf via sidecar 1: %s %v, want the merged JSON groups", ctype, merged)
+		}
+		if code, _, _ := do(ctx, admin, s.URL+"/apis", http.Header{"Accept": {acceptAggregated}, "If-None-Match": {etag}}); code != http.StatusNotModified {
+			t.Errorf("JSON with the protobuf answer's ETag: %d, want 304", code)
+		}
+		if _, _, local := fetch(discovery.AcceptAggregatedProtobuf + ";profile=nopeer"); slices.Contains(local, "batch") || !slices.Contains(local, "apps") {
+			t.Errorf("protobuf profile=nopeer via sidecar 1: %v, want the local server's groups", local)
 		}
 	})
 

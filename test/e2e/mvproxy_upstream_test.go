@@ -33,7 +33,7 @@ func TestMixedVersionProxyUpstream(t *testing.T) {
 	if !slices.Contains(merged, "batch") || slices.Contains(local, "batch") {
 		t.Errorf("upstream discovery: merged %v, nopeer %v", merged, local)
 	}
-	// Difference: profile=local (the KEP's name) gets the merged document upstream.
+	// profile=local (the KEP's name) gets the merged document upstream, as from kplug.
 	if got := discoveryGroups(ctx, t, admin, b, acceptAggregated+";profile=local"); !slices.Contains(got, "batch") {
 		t.Errorf("upstream profile=local: %v, expected the merged document", got)
 	}
