@@ -16,6 +16,7 @@ import (
 type Metrics struct {
 	rerouted       *prometheus.CounterVec
 	proxyErrors    *prometheus.CounterVec
+	syncErrors     *prometheus.CounterVec
 	mergedHits     prometheus.Counter
 	mergedMisses   prometheus.Counter
 	localDiscovery prometheus.Counter
@@ -25,9 +26,15 @@ type Metrics struct {
 const (
 	ErrorPeerUnreachable  = "peer_unreachable"  // a connection to a capable peer failed
 	ErrorLocalUnreachable = "local_unreachable" // the local apiserver could not be reached
-	ErrorPeerDiscovery    = "peer_discovery"    // a peer's discovery could not be fetched or read
-	ErrorBadLease         = "bad_lease"         // a peer Lease without a usable address
 	ErrorUnauthenticated  = "unauthenticated"   // a client certificate that no CA vouches for
+)
+
+// Error types of apiserver_peer_discovery_sync_errors_total, kube-apiserver's names.
+const (
+	// SyncErrorFetchDiscovery: a peer's discovery could not be fetched or read.
+	SyncErrorFetchDiscovery = "fetch_discovery"
+	// SyncErrorHostPortResolution: a peer's Lease names no usable address.
+	SyncErrorHostPortResolution = "hostport_resolution"
 )
 
 // NewMetrics creates the metrics and registers them with reg; a nil reg registers nothing.
@@ -40,8 +47,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"code", "group", "version", "resource"}),
 		proxyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "apiserver_peer_proxy_errors_total",
-			Help: "Total number of errors encountered while proxying requests to a peer or the local apiserver, or syncing with peers, by type.",
+			Help: "Total number of errors encountered while proxying requests to a peer or the local apiserver, by type.",
 		}, []string{"type", "group", "version", "resource"}),
+		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_peer_discovery_sync_errors_total",
+			Help: "Total number of errors encountered while reading a peer's address or discovery, by type.",
+		}, []string{"type"}),
 		mergedHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_discovery_peer_aggregated_cache_hits_total",
 			Help: "Total number of peer-aggregated discovery requests served from the cached merge.",
@@ -56,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 	}
 	if err := errors.Join(
-		metrics.Register(reg, &m.rerouted), metrics.Register(reg, &m.proxyErrors),
+		metrics.Register(reg, &m.rerouted), metrics.Register(reg, &m.proxyErrors), metrics.Register(reg, &m.syncErrors),
 		metrics.Register(reg, &m.mergedHits), metrics.Register(reg, &m.mergedMisses), metrics.Register(reg, &m.localDiscovery),
 	); err != nil {
 		return nil, fmt.Errorf("mvproxy: registering metrics: %w", err)
@@ -77,6 +88,14 @@ var otherResource = discovery.GVR{Group: "other", Version: "other", Resource: "o
 func (m *Metrics) ProxyError(typ string, g discovery.GVR) {
 	if m != nil {
 		m.proxyErrors.WithLabelValues(typ, metrics.Label(g.Group), metrics.Label(g.Version), metrics.Label(g.Resource)).Inc()
+	}
+}
+
+// DiscoverySyncError counts an error of type typ (one of the SyncError constants) in
+// apiserver_peer_discovery_sync_errors_total.
+func (m *Metrics) DiscoverySyncError(typ string) {
+	if m != nil {
+		m.syncErrors.WithLabelValues(typ).Inc()
 	}
 }
 

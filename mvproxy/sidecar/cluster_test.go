@@ -402,3 +402,7 @@ func counter(t testing.TB, reg *prometheus.Registry, name string, labels ...stri
 func peerProxyErrors(t testing.TB, n *testNode, typ string) float64 {
 	return counter(t, n.reg, "apiserver_peer_proxy_errors_total", "type", typ, "group", "", "version", "", "resource", "")
 }
+
+func discoverySyncErrors(t testing.TB, n *testNode, typ string) float64 {
+	return counter(t, n.reg, "apiserver_peer_discovery_sync_errors_total", "type", typ)
+}

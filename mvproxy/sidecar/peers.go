@@ -132,7 +132,7 @@ func (w *PeerWatcher) syncPeer(ctx context.Context, l *coordinationv1.Lease) err
 	info, ok, err := peerFromLease(l)
 	if !ok || err != nil {
 		if err != nil {
-			w.Metrics.ProxyError(mvproxy.ErrorBadLease, discovery.GVR{})
+			w.Metrics.DiscoverySyncError(mvproxy.SyncErrorHostPortResolution)
 			w.Logger.Warn("ignoring peer", "err", err)
 		}
 		w.Directory.RemovePeer(l.Name)
@@ -148,7 +148,7 @@ func (w *PeerWatcher) syncPeer(ctx context.Context, l *coordinationv1.Lease) err
 	header.Set(mvproxy.ProxiedHeader, "true")
 	doc, err := discovery.Fetch(fctx, w.PeerClient, "https://"+info.Address, header)
 	if err != nil {
-		w.Metrics.ProxyError(mvproxy.ErrorPeerDiscovery, discovery.GVR{})
+		w.Metrics.DiscoverySyncError(mvproxy.SyncErrorFetchDiscovery)
 		w.Logger.Warn("fetching peer discovery", "peer", info.ID, "err", err)
 		w.Directory.SetPeerStale(info.ID, info.Holder)
 		return err

@@ -122,7 +122,7 @@ func TestSecurityPeerMustHoldPeerServerName(t *testing.T) {
 
 	apps2 := discovery.GVR{Group: "apps", Version: "v2", Resource: "deployments"}
 	poll.Until(t, "the sidecar asked the Lease's address for its discovery", func() bool {
-		return peerProxyErrors(t, c.nodes[0], mvproxy.ErrorPeerDiscovery) >= 1 ||
+		return discoverySyncErrors(t, c.nodes[0], mvproxy.SyncErrorFetchDiscovery) >= 1 ||
 			len(c.nodes[0].sidecar.dir.Capable(apps2)) > 0
 	})
 	if peers := c.nodes[0].sidecar.dir.Capable(apps2); len(peers) != 0 {
@@ -183,7 +183,7 @@ func TestSecurityDedicatedPeerCA(t *testing.T) {
 	rogue := startRoguePeer(t, servingCert(t, c.clusterCA), rogueApps())
 	c.addPeerLease(t, "apiserver-cert-holder", rogue.addr)
 	poll.Until(t, "the sidecar asked the Lease's address", func() bool {
-		return peerProxyErrors(t, c.nodes[1], mvproxy.ErrorPeerDiscovery) >= 1
+		return discoverySyncErrors(t, c.nodes[1], mvproxy.SyncErrorFetchDiscovery) >= 1
 	})
 	if peers := c.nodes[1].sidecar.dir.Capable(discovery.GVR{Group: "apps", Version: "v2", Resource: "deployments"}); len(peers) != 0 {
 		t.Errorf("a cluster-CA certificate made a peer: %v", peers)
@@ -206,7 +206,7 @@ func TestSecurityErrorMetricSeriesBounded(t *testing.T) {
 		t.Fatalf("jobs: %d %s", code, body)
 	}
 	want := `
-# HELP apiserver_peer_proxy_errors_total Total number of errors encountered while proxying requests to a peer or the local apiserver, or syncing with peers, by type.
+# HELP apiserver_peer_proxy_errors_total Total number of errors encountered while proxying requests to a peer or the local apiserver, by type.
 # TYPE apiserver_peer_proxy_errors_total counter
 apiserver_peer_proxy_errors_total{group="batch",resource="jobs",type="local_unreachable",version="v1"} 1
 apiserver_peer_proxy_errors_total{group="other",resource="other",type="local_unreachable",version="other"} 100

@@ -409,7 +409,7 @@ func TestSidecarIgnoresBadPeers(t *testing.T) {
 		}
 	}
 	poll.Until(t, "bad peers counted", func() bool {
-		return peerProxyErrors(t, c.nodes[1], mvproxy.ErrorBadLease) >= 1 && peerProxyErrors(t, c.nodes[1], mvproxy.ErrorPeerDiscovery) >= 3
+		return discoverySyncErrors(t, c.nodes[1], mvproxy.SyncErrorHostPortResolution) >= 1 && discoverySyncErrors(t, c.nodes[1], mvproxy.SyncErrorFetchDiscovery) >= 3
 	})
 	// Routing and merged discovery still work, and name only the good peer.
 	code, got, body := getSeen(t, c.httpClient(t, nil, tokenBob), c.nodes[1].srv.URL+"/apis/batch/v1/jobs", nil)
