@@ -87,6 +87,17 @@ func execInfoEnv(t *testing.T, apiVersion string, cluster *wire.Cluster, respons
 	return wire.InfoEnv + "=" + string(b)
 }
 
+// knownPlugin returns a path to the fake plugin (the test binary) under the base name of a
+// plugin exec-cache knows, so that its identity rule applies.
+func knownPlugin(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.Symlink(os.Args[0], path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // harness runs the wrapper in process around a fake plugin, with a settable clock.
 type harness struct {
 	t      *testing.T

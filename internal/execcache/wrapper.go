@@ -471,7 +471,9 @@ func (d *diskCache) afterFailure(ctx context.Context, err error) ([]byte, error)
 			return nil, err
 		case <-tick.C:
 		}
-		if out := d.peek(ctx, store, d.key); out != nil {
+		// The key again: the login may have switched an identity file (`gcloud auth
+		// login` sets the account), and then its answer is stored under the new key.
+		if out := d.peek(ctx, store, Key(d.path, o.Args, o.Environ, d.info, o.KeyEnv)); out != nil {
 			return out, nil
 		}
 	}
