@@ -90,9 +90,13 @@ func (r result) kind() string {
 	}
 	switch {
 	case strings.HasPrefix(r.message, "mvproxy:"):
-		b.WriteString(" (mvproxy)")
+		// The sidecar's few messages: "batch/v1/jobs is served by 1 peer(s), none reachable".
+		why, _, _ := strings.Cut(strings.TrimPrefix(r.message, "mvproxy: "), ";")
+		b.WriteString(" (mvproxy: " + why + ")")
 	case strings.HasPrefix(r.message, "exec proxy"):
-		b.WriteString(" (exec proxy)")
+		// "exec proxy: POST /api/...: <cause>": the cause, without the path.
+		why := r.message[strings.LastIndex(r.message, ": ")+2:]
+		b.WriteString(" (exec proxy: " + why[:min(len(why), 60)] + ")")
 	}
 	return b.String()
 }

@@ -390,3 +390,15 @@ func (t *Traffic) close() {
 
 // errFinished is returned when Finish is called twice.
 var errFinished = errors.New("traffic: finished already")
+
+// Samples returns the requests the load named load has made so far, in the order they
+// ended (nil for an unknown load).
+func (t *Traffic) Samples(load string) []Sample {
+	for _, lr := range t.loads {
+		if lr.Name == load {
+			s, _ := lr.rec.snapshot()
+			return s
+		}
+	}
+	return nil
+}
