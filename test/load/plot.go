@@ -123,7 +123,9 @@ func drawScenario(sc *Scenario, dir, slug string, twins map[string]int, direct m
 		func(p string) error {
 			return drawLines(p, sc.Name+": successful requests per second, per 10 s", "requests/s", rate, false, sc.FaultsAt)
 		},
-		func(p string) error { return drawLines(p, sc.Name+": resident memory of the proxies", "MiB", rss, false, sc.FaultsAt) },
+		func(p string) error {
+			return drawLines(p, sc.Name+": resident memory of the proxies", "MiB", rss, false, sc.FaultsAt)
+		},
 		func(p string) error {
 			return drawLines(p, sc.Name+": goroutines of the proxies", "goroutines", gor, false, sc.FaultsAt)
 		},
