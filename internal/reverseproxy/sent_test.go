@@ -32,7 +32,8 @@ func TestSent(t *testing.T) {
 	_ = ln.Close()
 	var never Sent
 	req, _ = http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+addr, http.NoBody)
-	if _, err := tr.RoundTrip(never.Trace(req)); err == nil {
+	if resp, err := tr.RoundTrip(never.Trace(req)); err == nil {
+		resp.Body.Close()
 		t.Fatal("a request to a closed port succeeded")
 	}
 	if never.Maybe() {

@@ -145,7 +145,7 @@ func TestLoad(t *testing.T) {
 	artifacts := mkdir(t, *keep)
 	t.Logf("profiles and logs go to %s", artifacts)
 	run := &Run{
-		Started: time.Now(), Steady: *steadyFor, Faults: long, CPUs: runtime.NumCPU(), CPUModel: CPUModel(), LoadBefore: LoadAverage(),
+		Started: time.Now(), Steady: *steadyFor, Faults: long, CPUs: runtime.NumCPU(), CPUModel: CPUModel(), LoadBefore: SystemLoad(),
 		Command: fmt.Sprintf("make load  # go test -run TestLoad -args -load -load.steady=%v", *steadyFor),
 	}
 	stop := make(chan struct{})
@@ -160,7 +160,7 @@ func TestLoad(t *testing.T) {
 				return
 			case <-tick.C:
 				var l float64
-				_, _ = fmt.Sscan(LoadAverage(), &l)
+				_, _ = fmt.Sscan(SystemLoad(), &l)
 				mu.Lock()
 				run.LoadDuring = append(run.LoadDuring, l)
 				mu.Unlock()
@@ -195,7 +195,7 @@ func TestLoad(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	run.Ended, run.LoadAfter = time.Now(), LoadAverage()
+	run.Ended, run.LoadAfter = time.Now(), SystemLoad()
 	if err := run.Write(*reportTo); err != nil {
 		t.Fatal(err)
 	}

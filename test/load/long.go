@@ -144,8 +144,8 @@ func (sc *Scenario) collect(rep *traffic.Report, s *Sampler, watched []Watched) 
 	}
 }
 
-func (sc *Scenario) loadsByName() map[string]LoadStats {
-	m := map[string]LoadStats{}
+func (sc *Scenario) loadsByName() map[string]Stats {
+	m := map[string]Stats{}
 	for _, l := range sc.Loads {
 		m[l.Name] = l
 	}

@@ -28,8 +28,8 @@ type Run struct {
 	Scenarios      []*Scenario
 }
 
-// LoadAverage is /proc/loadavg's first three fields.
-func LoadAverage() string {
+// SystemLoad is /proc/loadavg's first three fields.
+func SystemLoad() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "unknown"

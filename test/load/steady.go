@@ -32,7 +32,7 @@ type Scenario struct {
 	Name   string
 	Steady time.Duration
 	// Loads are the steady window's figures, by load.
-	Loads []LoadStats
+	Loads []Stats
 	// Pairs compare each proxied load with the same load sent straight to the apiserver.
 	Pairs []Pair
 	// Procs are the processes' series, by name, over the whole run.
@@ -54,8 +54,8 @@ type Scenario struct {
 	FaultsAt time.Duration
 }
 
-// LoadStats are one load's figures over the steady window.
-type LoadStats struct {
+// Stats are one load's figures over the steady window.
+type Stats struct {
 	Name, Target, Resource string
 	AskedRate, Rate        float64
 	Requests, OK, Late     int
@@ -91,14 +91,14 @@ const seriesStep = 10 * time.Second
 
 // steadyStats are l's figures over the requests answered before until (when the faults
 // began): a request in flight then is the faults'.
-func steadyStats(l *traffic.LoadReport, until time.Duration) LoadStats {
+func steadyStats(l *traffic.LoadReport, until time.Duration) Stats {
 	var ss []traffic.Sample
 	for _, s := range l.Samples {
 		if s.At+s.Took < until {
 			ss = append(ss, s)
 		}
 	}
-	st := LoadStats{Name: l.Name, Target: l.Target, Resource: l.Resource, AskedRate: l.Rate, Errors: map[string]int{}, ByOp: map[string]traffic.Percentiles{},
+	st := Stats{Name: l.Name, Target: l.Target, Resource: l.Resource, AskedRate: l.Rate, Errors: map[string]int{}, ByOp: map[string]traffic.Percentiles{},
 		Watches: l.Watches.Watches - l.Watches.WebSocket, WebSocket: l.Watches.WebSocket, Late: l.Late}
 	for _, s := range ss {
 		st.Requests++
@@ -138,7 +138,7 @@ func series(l *traffic.LoadReport, until time.Duration) []Point {
 	return pts
 }
 
-func pair(what string, proxied, direct LoadStats) Pair {
+func pair(what string, proxied, direct Stats) Pair {
 	p := Pair{What: what, Proxied: proxied.Name, Direct: direct.Name, P99Proxied: proxied.Latency.P99, P99Direct: direct.Latency.P99, ExtraErrors: map[string]int{}}
 	kinds := map[string]bool{}
 	for k := range direct.Errors {

@@ -248,7 +248,7 @@ func sleep(ctx context.Context, d time.Duration) {
 func (t *Traffic) worker(ctx context.Context, lr *loadRun, i int) {
 	c := lr.clients[i%len(lr.clients)]
 	ns := lr.Namespaces[i%len(lr.Namespaces)]
-	rnd := randv2.New(randv2.NewPCG(uint64(time.Now().UnixNano()), uint64(i))) //nolint:gosec // choosing requests
+	rnd := randv2.New(randv2.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))
 	interval := time.Duration(float64(lr.Workers) / lr.Rate * float64(time.Second))
 	next := time.Now().Add(interval * time.Duration(i) / time.Duration(lr.Workers))
 	var live []*object

@@ -60,7 +60,7 @@ func TestTrafficChecks(t *testing.T) {
 	})
 
 	t.Run("an object changed behind the traffic's back is found", func(t *testing.T) {
-		rep := run(t, func(tr *traffic.Traffic) {
+		rep := run(t, func(*traffic.Traffic) {
 			// Overwrite the write annotation of every ConfigMap of the run: the ledger
 			// allows only the write each was last acknowledged with.
 			// (One the traffic deletes meanwhile makes kubectl fail: the others are changed.)
