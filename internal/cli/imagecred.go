@@ -14,6 +14,7 @@ import (
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/imagecred/plugin"
+	"github.com/kplug/kplug/internal/version"
 )
 
 func newImageCredentialCommand(g *globals) *cobra.Command {
@@ -202,9 +203,13 @@ func newDockerHelperCommand(g *globals) *cobra.Command {
 		Use:   "docker-helper",
 		Short: "A docker credential helper backed by kubelet provider plugins",
 		Long: `docker-helper speaks the docker-credential-helpers protocol, so that docker, containerd,
-crane and skopeo can use kubelet provider plugins. Install a wrapper script named
-docker-credential-<name> that runs "kplug image-credential docker-helper --config ... --bin-dir ... \"$@\"".
-Only "get" is supported; providers that need a service account are skipped unless optional.`,
+crane, skopeo and podman can use kubelet provider plugins. Install a wrapper script named
+docker-credential-<name> that runs "kplug image-credential docker-helper --config ... --bin-dir ... \"$@\"",
+and name <name> in the client's credHelpers (or credsStore).
+
+The helper is read-only: "get" runs the providers, "list" names the servers whose
+credentials --cache-dir holds, "store" and "erase" are refused (exit 1). Providers that need
+a service account are skipped unless it is optional.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -220,8 +225,45 @@ Only "get" is supported; providers that need a service account are skipped unles
 			return o.get(cmd.Context(), g, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	cmd.AddCommand(get)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Print {SERVER:USERNAME} for the credentials --cache-dir holds now ({} without one)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cache imagecred.CacheLister
+			if o.cacheDir != "" {
+				c, err := imagecred.NewDirCache(o.cacheDir)
+				if err != nil {
+					return err
+				}
+				cache = c
+			}
+			return imagecred.DockerHelperList(cache, time.Now(), cmd.OutOrStdout())
+		},
+	}
+	cmd.AddCommand(get, list, dockerHelperReadOnlyCommand("store"), dockerHelperReadOnlyCommand("erase"), &cobra.Command{
+		Use:   "version",
+		Short: "Print the helper's version, as credential helpers do",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kplug image-credential docker-helper (github.com/kplug/kplug) %s\n", version.Get().Kplug)
+			return err
+		},
+	})
 	return cmd
+}
+
+// dockerHelperReadOnlyCommand refuses the protocol's action (store or erase) as read-only
+// helpers do: the refusal on stdout, where clients read a helper's error, and exit 1.
+func dockerHelperReadOnlyCommand(action string) *cobra.Command {
+	return &cobra.Command{
+		Use:   action,
+		Short: "Refused: the helper is read-only (exit 1)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return imagecred.DockerHelperReadOnly(action, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
 }
 
 func (o *dockerHelperOptions) get(ctx context.Context, g *globals, in io.Reader, out io.Writer) error {

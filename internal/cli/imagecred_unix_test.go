@@ -148,6 +148,30 @@ func TestDockerHelperGet(t *testing.T) {
 	if code != ExitFailure || out != "credentials not found in native keychain\n" {
 		t.Errorf("unknown registry: code %d, stdout %q", code, out)
 	}
+
+	// list names what the cache holds: what get answers without a plugin run.
+	code, out, errOut := runIn(t, "", "image-credential", "docker-helper", "list", "--cache-dir", cache)
+	if want := `{"https://index.docker.io/v1/":"hub","registry.io:5000":"reg"}` + "\n"; code != ExitOK || out != want {
+		t.Errorf("list: code %d, stdout %q, want %q; stderr %q", code, out, want, errOut)
+	}
+	code, out, _ = runIn(t, "", "image-credential", "docker-helper", "list")
+	if code != ExitOK || out != "{}\n" {
+		t.Errorf("list without a cache: code %d, stdout %q", code, out)
+	}
+}
+
+func TestDockerHelperReadOnly(t *testing.T) {
+	for _, action := range []string{"store", "erase"} {
+		code, out, errOut := runIn(t, `{"ServerURL":"registry.io","Username":"u","Secret":"s3cret"}`, "image-credential", "docker-helper", action)
+		msg := `"` + action + `" is not supported: this credential helper is read-only: its credentials come from kubelet credential provider plugins`
+		if code != ExitFailure || out != msg+"\n" || errOut != "Error: "+msg+"\n" {
+			t.Errorf("%s: code %d, stdout %q, stderr %q; want exit 1 and %q", action, code, out, errOut, msg)
+		}
+	}
+	code, out, _ := runIn(t, "", "image-credential", "docker-helper", "version")
+	if code != ExitOK || !strings.HasPrefix(out, "kplug image-credential docker-helper (github.com/kplug/kplug) ") {
+		t.Errorf("version: code %d, stdout %q", code, out)
+	}
 }
 
 func TestTokenExchangePluginCommand(t *testing.T) {
