@@ -198,3 +198,43 @@ func TestTokenExchangePluginCommand(t *testing.T) {
 		t.Errorf("http endpoint: code %d, stdout %q, stderr %q; want exit %d and %s...", code, out, errOut, ExitUsage, want)
 	}
 }
+
+// Regression test for kubernetes/kubernetes#132951 (1.33 looked up credentials for images
+// already present, so a plugin that could not reach its cloud failed pods that needed
+// nothing from the registry): told the pull policy and that the image is present, get asks
+// no provider, as the kubelet 1.34+ decides.
+func TestImageCredentialGetPullDecision(t *testing.T) {
+	f := newICFixture(t, []string{"acr"}, icProvider("acr", "*.azurecr.io"))
+	f.fakes["acr"].Exit(1).Stderr("failed to receive challenge: dial tcp: i/o timeout")
+	args := func(extra ...string) []string {
+		return append([]string{"image-credential", "get", "team.azurecr.io/cilium/cilium:v1", "--config", f.config, "--bin-dir", f.dir}, extra...)
+	}
+	for _, tc := range []struct {
+		extra []string
+		code  int
+		out   string
+		runs  int // plugin runs so far
+	}{
+		{[]string{"--pull-policy", "IfNotPresent", "--image-present"}, ExitOK, `{"auths":{}}` + "\n", 0},
+		{[]string{"--pull-policy", "Never", "--image-present"}, ExitOK, `{"auths":{}}` + "\n", 0},
+		{[]string{"--pull-policy", "Never"}, ExitFailure, "", 0},
+		{nil, ExitFailure, "", 1}, // no decision inputs: look up, as before
+		{[]string{"--pull-policy", "IfNotPresent"}, ExitFailure, "", 2},
+		{[]string{"--pull-policy", "Always", "--image-present"}, ExitFailure, "", 3},
+		{[]string{"--pull-policy", "IfNotPresent", "--image-present", "--verify-access"}, ExitFailure, "", 4},
+	} {
+		code, out, errOut := runIn(t, "", args(tc.extra...)...)
+		if code != tc.code || out != tc.out || f.execs("acr") != tc.runs {
+			t.Errorf("%v: code %d, stdout %q, %d plugin runs; want %d, %q, %d\nstderr %s", tc.extra, code, out, f.execs("acr"), tc.code, tc.out, tc.runs, errOut)
+		}
+	}
+	code, _, errOut := runIn(t, "", args("--pull-policy", "Never")...)
+	if want := "Error: container image \"team.azurecr.io/cilium/cilium:v1\": image is not present with pull policy of Never\n"; code != ExitFailure || errOut != want {
+		t.Errorf("Never, absent: code %d, stderr %q, want %q", code, errOut, want)
+	}
+	for _, bad := range [][]string{{"--pull-policy", "Sometimes"}, {"--image-present"}, {"--verify-access"}} {
+		if code, out, errOut := runIn(t, "", args(bad...)...); code != ExitUsage || out != "" || f.execs("acr") != 4 {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want a usage error and no plugin run", bad, code, out, errOut)
+		}
+	}
+}
