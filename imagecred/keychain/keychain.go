@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/kplug/kplug/imagecred"
 )
@@ -73,6 +74,15 @@ func (k *Keychain) ResolveContext(ctx context.Context, target authn.Resource) (a
 // normalises images (index.docker.io/library/nginx is docker.io/library/nginx), or a
 // registry host, with Docker Hub's hosts named docker.io as matchImages name it.
 func repository(target authn.Resource) (string, error) {
+	if r, ok := target.(name.Repository); ok {
+		// go-containerregistry has normalised it already (library/ for official images),
+		// naming Docker Hub index.docker.io where the kubelet says docker.io; parsing it
+		// again as the kubelet parses an image would cost more than the cache hit.
+		if r.RegistryStr() == name.DefaultRegistry {
+			return "docker.io/" + r.RepositoryStr(), nil
+		}
+		return r.Name(), nil
+	}
 	s := target.String()
 	if s != target.RegistryStr() {
 		repo, err := imagecred.NormalizeImage(s)

@@ -363,3 +363,25 @@ func mustRegistry(t *testing.T, s string) authn.Resource {
 	}
 	return r
 }
+
+// A Resource that is not one of go-containerregistry's names is normalised as the kubelet
+// normalises an image.
+type plainResource struct{ repo, registry string }
+
+func (r plainResource) String() string      { return r.repo }
+func (r plainResource) RegistryStr() string { return r.registry }
+
+func TestKeychainPlainResource(t *testing.T) {
+	fake := exectest.New(t).Stdout(`{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Image","cacheDuration":"0s","auth":{}}`)
+	provider, binDir := installProvider(t, fake, "any", "docker.io")
+	kc := keychain.New(newKeyring(t, imagecred.Options{BinDir: binDir}, provider), keychain.Options{})
+	if _, err := kc.Resolve(plainResource{"nginx", "index.docker.io"}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := fake.Calls(); len(calls) != 1 || !strings.Contains(calls[0].Stdin, `"image":"docker.io/library/nginx"`) {
+		t.Errorf("asked %v", calls)
+	}
+	if _, err := kc.Resolve(plainResource{"Not A Repository", "x"}); err == nil || !strings.Contains(err.Error(), "keychain: imagecred: invalid image") {
+		t.Errorf("invalid repository: %v", err)
+	}
+}

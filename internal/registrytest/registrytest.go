@@ -72,8 +72,9 @@ func Start(t testing.TB) *Registry {
 		Auth: configuration.Auth{"htpasswd": configuration.Parameters{"realm": "kplug-test", "path": file}},
 	}
 	cfg.Log.AccessLog.Disabled = true
-	// The registry logs every request at info level through logrus's standard logger.
-	logrus.SetLevel(logrus.WarnLevel)
+	// The registry logs every request (and every unauthenticated ping, as a warning)
+	// through logrus's standard logger.
+	logrus.SetLevel(logrus.ErrorLevel)
 	app := handlers.NewApp(context.Background(), cfg)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
