@@ -304,3 +304,25 @@ func kubectlApply(ctx context.Context, t *testing.T, cp *framework.ControlPlane,
 		t.Fatalf("kubectl apply -f %s: %v: %s", file, err, out)
 	}
 }
+
+// TestImageCredentialPresetsDocumented keeps docs/image-credentials.md quoting each preset
+// file as it is: what TestImageCredentialPresets tests is what users copy.
+func TestImageCredentialPresetsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/image-credentials.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(presetDir, "*.yaml"))
+	if err != nil || len(files) != 9 {
+		t.Fatalf("preset files %v, %v; want 9", files, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), "```yaml\n"+string(b)+"```\n") {
+			t.Errorf("docs/image-credentials.md does not quote %s as it is", f)
+		}
+	}
+}
