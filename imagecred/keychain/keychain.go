@@ -25,9 +25,9 @@ type Options struct {
 }
 
 // Keychain is an authn.Keychain (and authn.ContextKeychain) backed by an
-// imagecred.Keyring. Create one with New; it is safe for concurrent use, and cheap, so a
-// caller pulling for many pods makes one per pod over one shared Keyring (whose cache then
-// serves them all).
+// imagecred.Keyring. Create one with New (the zero value has no Keyring and is not
+// usable); it is safe for concurrent use, and cheap, so a caller pulling for many pods makes
+// one per pod over one shared Keyring (whose cache then serves them all).
 type Keychain struct {
 	keyring *imagecred.Keyring
 	opts    Options
@@ -38,7 +38,7 @@ var (
 	_ authn.ContextKeychain = (*Keychain)(nil)
 )
 
-// New returns a Keychain that asks keyring, for o.Pod if set.
+// New returns a Keychain that asks keyring (which must not be nil), for o.Pod if set.
 func New(keyring *imagecred.Keyring, o Options) *Keychain {
 	return &Keychain{keyring: keyring, opts: o}
 }
