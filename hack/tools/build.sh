@@ -13,14 +13,8 @@ cache=${KPLUG_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kplug/tools}
 mkdir -p "$out"
 mkdir -p -m 0700 "$cache"
 
-k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)        # e.g. v1.36.3
-minor=$(echo "$k8s" | cut -d. -f2)
-# Stamp the release into the binaries, as the upstream release build does, so that /version
-# and `kubectl version` report v1.36.3 rather than v0.0.0-master.
-k8s_ldflags=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	k8s_ldflags+=" -X $pkg.gitVersion=$k8s -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-done
+k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)                         # e.g. v1.36.3
+previous=$(cd previous && go list -m -f '{{.Version}}' k8s.io/kubernetes)     # e.g. v1.35.4
 goversion=$(go version)
 
 # place NAME KEY BUILDER ARGS...: put the binary kept under KEY into _output/bin, running
@@ -47,17 +41,29 @@ place() {
 	echo "$key" >"$out/.$name.key"
 }
 
-# build NAME PKG [LDFLAGS]: a package of a module pinned in hack/tools/go.mod.
+# build NAME PKG [LDFLAGS [MODDIR]]: a package of a module pinned in hack/tools/go.mod, or in
+# the module at MODDIR (relative to hack/tools), such as previous/ for the previous minor.
 build() {
-	local name=$1 pkg=$2 ldflags=${3:-}
+	local name=$1 pkg=$2 ldflags=${3:-} moddir=${4:-.}
 	local key modules
-	modules=$(go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
+	modules=$(cd "$moddir" && go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
 	key=$(printf '%s\n%s\n%s\n%s\n' "$goversion" "$modules" "$pkg" "$ldflags" | sha256sum | cut -c1-32)
-	place "$name" "$key" go_build "$ldflags" "$pkg"
+	place "$name" "$key" go_build "$moddir" "$ldflags" "$pkg"
 }
 
-go_build() { # LDFLAGS PKG OUTPUT
-	go build -trimpath -ldflags "$1" -o "$3" "$2"
+go_build() { # MODDIR LDFLAGS PKG OUTPUT
+	(cd "$1" && go build -trimpath -ldflags "$2" -o "$4" "$3")
+}
+
+# k8s_ldflags VERSION: stamp a Kubernetes release into its binaries, as the upstream release
+# build does, so that /version and `kubectl version` report it rather than v0.0.0-master.
+k8s_ldflags() {
+	local version=$1 minor flags=""
+	minor=$(echo "$version" | cut -d. -f2)
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+	done
+	echo "$flags"
 }
 
 # build_release NAME PKG VERSION: a program as its authors released it, for tests that run
@@ -115,8 +121,13 @@ npm_module() {
 }
 
 build etcd go.etcd.io/etcd/server/v3
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
-build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$k8s")"
+build kubectl k8s.io/kubernetes/cmd/kubectl "$(k8s_ldflags "$k8s")"
+# The mixed version proxy's tests with real controllers and real version skew (issue 16):
+# kube-controller-manager of the same pin, and kube-apiserver of the previous minor, kept
+# under its version so that the two kube-apiservers never overwrite each other.
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$(k8s_ldflags "$k8s")"
+build "kube-apiserver-$previous" k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$previous")" previous
 build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 build apidiff golang.org/x/exp/cmd/apidiff
 # Real exec credential plugins that test/e2e runs through kplug (docs/exec-credentials.md,
