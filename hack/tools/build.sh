@@ -135,5 +135,9 @@ build apidiff golang.org/x/exp/cmd/apidiff
 # that the Go here (go.mod: 1.26) builds.
 build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
 build_release kubelogin github.com/Azure/kubelogin v0.2.21
+# A real registry client for the docker credential helper's end-to-end tests
+# (test/e2e/imagecred_clients_test.go): go-containerregistry's CLI, at the version the
+# library's go.mod requires, so that the keychain and the CLI are the same code.
+build_release crane github.com/google/go-containerregistry/cmd/crane v0.22.1
 # An RFC 9421 implementation nobody here wrote, for test/interop (docs/development.md).
 npm_module rfc9421

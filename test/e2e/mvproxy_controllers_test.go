@@ -183,15 +183,22 @@ func metricSum(ctx context.Context, t *testing.T, url, name, label string) float
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("GET %s: %d %v", url, code, err)
 	}
+	return sumSamples(t, body, name, label)
+}
+
+// sumSamples adds up the samples of the counter name in a Prometheus text exposition
+// whose labels contain label.
+func sumSamples(t *testing.T, exposition, name, label string) float64 {
+	t.Helper()
 	var sum float64
-	for _, line := range strings.Split(body, "\n") {
+	for _, line := range strings.Split(exposition, "\n") {
 		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, label) {
 			continue
 		}
 		fields := strings.Fields(line)
 		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
 		if err != nil {
-			t.Fatalf("%s: %q: %v", url, line, err)
+			t.Fatalf("%q: %v", line, err)
 		}
 		sum += v
 	}
