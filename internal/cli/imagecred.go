@@ -14,6 +14,7 @@ import (
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/imagecred/plugin"
+	"github.com/kplug/kplug/internal/output"
 )
 
 func newImageCredentialCommand(g *globals) *cobra.Command {
@@ -23,6 +24,9 @@ func newImageCredentialCommand(g *globals) *cobra.Command {
 		Long: `image-credential reads a kubelet CredentialProviderConfig (--image-credential-provider-config)
 and runs its plugins from a bin directory (--image-credential-provider-bin-dir) exactly as the
 kubelet would, including service-account tokens (KEP-4412).`,
+		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml
+  kplug image-credential get registry.example/team/app:v1 --config providers.yaml --bin-dir /usr/libexec/kubelet-plugins
+  kplug image-credential get registry.example/team/app:v1 --config providers.yaml --bin-dir bin --pod team/app-7d9c`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -34,11 +38,18 @@ kubelet would, including service-account tokens (KEP-4412).`,
 // --- validate
 
 type imageCredentialValidateOptions struct {
-	config string
+	config, output string
 }
 
 func (o *imageCredentialValidateOptions) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
+	addOutputFlag(cmd, &o.output, "the summary of a valid config")
+}
+
+// validConfig is what validate prints for a valid config.
+type validConfig struct {
+	Providers []string `json:"providers"` // names, in the order the kubelet runs them
+	Hash      string   `json:"hash"`      // the kubelet's config hash (kubelet_credential_provider_config_info)
 }
 
 func newImageCredentialValidateCommand() *cobra.Command {
@@ -46,14 +57,27 @@ func newImageCredentialValidateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate --config PATH",
 		Short: "Check a CredentialProviderConfig as the kubelet would; print every error",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml
+  kplug image-credential validate --config /etc/kubernetes/credential-providers/   # a directory, as kubelet 1.34+ reads it
+  kplug image-credential validate --config providers.yaml -o json`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "config"); err != nil {
+				return err
+			}
+			if err := checkOutput(o.output); err != nil {
 				return err
 			}
 			cfg, err := loadImageCredentialConfig(o.config)
 			if err != nil {
 				return err
+			}
+			if output.IsStructured(o.output) {
+				v := validConfig{Providers: []string{}, Hash: cfg.Hash}
+				for _, p := range cfg.Providers {
+					v.Providers = append(v.Providers, p.Name)
+				}
+				return output.Write(cmd.OutOrStdout(), o.output, v)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid (%d providers, config hash %s)\n", len(cfg.Providers), cfg.Hash)
 			return err
@@ -120,6 +144,11 @@ func newImageCredentialGetCommand(g *globals) *cobra.Command {
 kubelet tries them (most specific first). When several providers return credentials for one
 key, the first is printed. Provider failures are reported on stderr; the command fails only
 when no credentials were found and a provider failed.`,
+		Example: `  kplug image-credential get 123456789012.dkr.ecr.eu-west-1.amazonaws.com/app:v1 \
+    --config /etc/kubernetes/credential-provider.yaml --bin-dir /usr/libexec/kubernetes/kubelet-plugins
+  # as the kubelet would for a pod, with its service-account token (KEP-4412)
+  kplug image-credential get registry.example/team/app:v1 --config providers.yaml --bin-dir bin \
+    --kubeconfig ~/.kube/config --pod team/app-7d9c > config.json`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags(cmd, "config", "bin-dir"); err != nil {
@@ -205,14 +234,21 @@ func newDockerHelperCommand(g *globals) *cobra.Command {
 crane and skopeo can use kubelet provider plugins. Install a wrapper script named
 docker-credential-<name> that runs "kplug image-credential docker-helper --config ... --bin-dir ... \"$@\"".
 Only "get" is supported; providers that need a service account are skipped unless optional.`,
+		Example: `  # /usr/local/bin/docker-credential-kplug, named in ~/.docker/config.json "credHelpers":
+  #!/bin/sh
+  exec kplug image-credential docker-helper --config /etc/kplug/providers.yaml \
+    --bin-dir /usr/libexec/kubelet-plugins --cache-dir "$HOME/.cache/kplug/credentials" "$@"
+
+  echo registry.example | docker-credential-kplug get`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	o.AddFlags(cmd)
 	get := &cobra.Command{
-		Use:   "get",
-		Short: "Read a server URL on stdin, print {\"ServerURL\",\"Username\",\"Secret\"}",
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     "get",
+		Short:   "Read a server URL on stdin, print {\"ServerURL\",\"Username\",\"Secret\"}",
+		Example: `  echo registry.example | kplug image-credential docker-helper --config providers.yaml --bin-dir bin get`,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "config", "bin-dir"); err != nil {
 				return err
@@ -267,8 +303,16 @@ func newImageCredentialPluginCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plugin",
 		Short: "Reference provider plugins, to be named in a CredentialProviderConfig",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Example: `  # /usr/libexec/kubelet-plugins/token-exchange: a link to kplug, named in the config
+  providers:
+  - name: token-exchange
+    matchImages: ["registry.example"]
+    defaultCacheDuration: 5m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    args: [image-credential, plugin, token-exchange, --endpoint, "https://sts.example/token"]
+    tokenAttributes: {serviceAccountTokenAudience: registry.example, cacheType: ServiceAccount, requireServiceAccount: true}`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	o := &tokenExchangeOptions{}
 	te := &cobra.Command{
@@ -279,6 +323,10 @@ stdin, exchanges its service-account token at --endpoint with OAuth 2.0 Token Ex
 answers with the access token as the password for the image's registry, cached for 90 % of
 its lifetime. Configure it with tokenAttributes and apiVersion credentialprovider.kubelet.k8s.io/v1.
 The token goes only to --endpoint: https (http only to a loopback IP address), no redirects.`,
+		Example: `  # in a CredentialProviderConfig provider whose binary is kplug:
+  args: [image-credential, plugin, token-exchange, --endpoint, "https://sts.example/token", --audience, registry, --username, puller]
+  # by hand, with a request as the kubelet sends it:
+  kplug image-credential plugin token-exchange --endpoint https://sts.example/token < request.json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "endpoint"); err != nil {
