@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,27 +15,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distribution/distribution/v3/configuration"
-	"github.com/distribution/distribution/v3/registry/handlers"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"golang.org/x/crypto/bcrypt"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
-	// The registry's htpasswd authentication and in-memory storage register themselves.
-	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
-
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/internal/cli"
 	"github.com/kplug/kplug/test/e2e/framework"
+	"github.com/kplug/kplug/test/e2e/imagekit"
 )
 
 // runKplugEnv makes the test binary act as the kplug CLI, so that a CredentialProviderConfig
@@ -290,70 +281,30 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
+// registry is an imagekit.Registry for one test.
 type registry struct {
+	*imagekit.Registry
 	host, pusherPassword, pullerPassword string
-
-	mu        sync.Mutex
-	passwords map[string]bool // every basic-auth password a client sent
 }
 
 // sawPassword reports whether a client sent password to the registry.
-func (r *registry) sawPassword(password string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.passwords[password]
-}
+func (r *registry) sawPassword(password string) bool { return r.SawPassword(password) }
 
-// startRegistry serves a distribution registry with htpasswd users "pusher" and "puller".
+// startRegistry serves a distribution registry with htpasswd users "pusher" and "puller"
+// until the test ends.
 func startRegistry(t *testing.T) *registry {
 	t.Helper()
-	r := &registry{pusherPassword: randomString(t), pullerPassword: randomString(t), passwords: map[string]bool{}}
-	var htpasswd strings.Builder
-	for user, pw := range map[string]string{"pusher": r.pusherPassword, "puller": r.pullerPassword} {
-		hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&htpasswd, "%s:%s\n", user, hash)
+	r, err := imagekit.StartRegistry(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "htpasswd")
-	writeFile(t, file, htpasswd.String())
-	cfg := &configuration.Configuration{
-		Storage: configuration.Storage{
-			"inmemory":    configuration.Parameters{},
-			"maintenance": configuration.Parameters{"uploadpurging": map[any]any{"enabled": false}},
-		},
-		Auth: configuration.Auth{"htpasswd": configuration.Parameters{"realm": "kplug-e2e", "path": file}},
-	}
-	cfg.Log.AccessLog.Disabled = true
-	app := handlers.NewApp(context.Background(), cfg)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if _, pw, ok := req.BasicAuth(); ok {
-			r.mu.Lock()
-			r.passwords[pw] = true
-			r.mu.Unlock()
-		}
-		app.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	r.host = strings.TrimPrefix(srv.URL, "http://")
-	return r
+	t.Cleanup(r.Close)
+	return &registry{Registry: r, host: r.Host, pusherPassword: r.PusherPassword, pullerPassword: r.PullerPassword}
 }
 
 func (r *registry) push(t *testing.T, ref string) (digest v1Hash) {
 	t.Helper()
-	img, err := random.Image(512, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img, remote.WithAuth(&authn.Basic{Username: "pusher", Password: r.pusherPassword})); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-	d, err := img.Digest()
+	d, err := r.PushRandom(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,59 +319,28 @@ func randomString(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// tokenExchange is an RFC 8693 endpoint that accepts service-account tokens for
-// registryAudience (checked with TokenReview against the apiserver) and issues the
-// registry password of "puller".
+// tokenExchange is an imagekit.TokenExchange for registryAudience that issues the
+// registry password of "puller", for one test.
 type tokenExchange struct {
-	url   string
-	mu    sync.Mutex
-	calls []exchangeCall
+	*imagekit.TokenExchange
+	url string
 }
 
 type exchangeCall struct{ subject, user, audience string }
 
 func startTokenExchange(t *testing.T, client kubernetes.Interface, password string) *tokenExchange {
-	te := &tokenExchange{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.FormValue("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" ||
-			r.FormValue("subject_token_type") != "urn:ietf:params:oauth:token-type:jwt" {
-			oauthError(w, "unsupported_grant_type")
-			return
-		}
-		review, err := client.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: r.FormValue("subject_token"), Audiences: []string{registryAudience}},
-		}, metav1.CreateOptions{})
-		if err != nil || !review.Status.Authenticated {
-			oauthError(w, "invalid_grant")
-			return
-		}
-		te.mu.Lock()
-		te.calls = append(te.calls, exchangeCall{r.FormValue("subject_token"), review.Status.User.Username, r.FormValue("audience")})
-		te.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"access_token": password, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
-			"token_type": "Bearer", "expires_in": 600,
-		})
-	}))
-	t.Cleanup(srv.Close)
-	te.url = srv.URL
-	return te
-}
-
-func oauthError(w http.ResponseWriter, code string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = fmt.Fprintf(w, `{"error":%q}`, code)
+	te := imagekit.StartTokenExchange(client, registryAudience, password)
+	t.Cleanup(te.Close)
+	return &tokenExchange{TokenExchange: te, url: te.URL}
 }
 
 func (te *tokenExchange) only(t *testing.T) exchangeCall {
 	t.Helper()
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	if len(te.calls) != 1 {
-		t.Fatalf("token endpoint called %d times, want 1", len(te.calls))
+	calls := te.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("token endpoint called %d times, want 1", len(calls))
 	}
-	return te.calls[0]
+	return exchangeCall{calls[0].Subject, calls[0].User, calls[0].Audience}
 }
 
 type (
