@@ -70,9 +70,13 @@ image-push: ## Push the release's image and its SBOMs: make image-push IMAGE=reg
 	$(GO) run ./hack/release push --layout $(CURDIR)/_output/release/image $(IMAGE)
 
 .PHONY: demo
-demo: tools build ## Start a control plane, show each mechanism against it, shut it down
+demo: demo-notice tools build ## Start a control plane, show the four mechanisms against it, shut it down (the first run builds the control plane: 5 to 20 minutes)
 	$(GO) build -o $(BIN)/kplug-demo-plugin ./test/e2e/testplugin
 	$(GO) run ./hack/demo --bin-dir $(BIN)
+
+.PHONY: demo-notice
+demo-notice:
+	@echo "demo: the first run builds etcd, kube-apiserver and kubectl from their pinned sources (5 to 20 minutes on 2 cores), and keeps them in ~/.cache/kplug/tools: later runs, and fresh clones, start in seconds" >&2
 
 .PHONY: clean
 clean: ## Remove kplug build output (keeps the slow-to-build tools)

@@ -25,6 +25,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/bcrypt"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,7 +71,9 @@ func StartRegistry(dir string) (*Registry, error) {
 		Auth: configuration.Auth{"htpasswd": configuration.Parameters{"realm": "kplug-e2e", "path": file}},
 	}
 	cfg.Log.AccessLog.Disabled = true
-	cfg.Log.Level = "error"
+	// The registry logs every request through logrus's standard logger (NewApp does not
+	// apply cfg.Log): keep its errors only.
+	logrus.SetLevel(logrus.ErrorLevel)
 	app := handlers.NewApp(context.Background(), cfg)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if _, pw, ok := req.BasicAuth(); ok {
