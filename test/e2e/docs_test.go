@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The getting-started pages and the README quickstart are run by the tests as a reader
+// would run them: every ```sh block of a page, in order, in one bash session (set -eu,
+// pipefail), and every fenced block whose preceding line ends in "`NAME`:" written to
+// NAME first. A block that cannot run here (it needs kubeadm, a real node, the network)
+// is preceded by
+//
+//	<!-- not run by the tests: REASON -->
+//
+// and the test does its part itself. What differs between a reader's machine and the
+// test's (paths, addresses) is replaced by a table in the test, and each replacement must
+// match, so that the page and its test cannot drift apart.
+const notRunMarker = "<!-- not run by the tests:"
+
+// docPage is what a page asks a reader to run and write.
+type docPage struct {
+	path    string
+	script  string    // the ```sh blocks, joined
+	files   []docFile // blocks to save, in page order
+	skipped []string  // reasons of the blocks not run
+	blocks  int       // ```sh blocks run
+}
+
+type docFile struct{ name, content string }
+
+// readDocPage parses the markdown page at path, relative to the module root.
+func readDocPage(t *testing.T, path string) docPage {
+	t.Helper()
+	f, err := os.Open(filepath.Join(moduleRoot(t), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	page := docPage{path: path}
+	var prev, lang string
+	var block *strings.Builder
+	var skip bool
+	var file string
+	var script strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case block == nil && strings.HasPrefix(line, "```") && len(line) > 3:
+			lang = strings.Fields(line[3:])[0]
+			block = &strings.Builder{}
+			skip = strings.HasPrefix(strings.TrimSpace(prev), notRunMarker)
+			if skip {
+				page.skipped = append(page.skipped, strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(prev), notRunMarker)), "-->"))
+			}
+			file = ""
+			if p := strings.TrimSpace(prev); strings.HasSuffix(p, "`:") {
+				if i := strings.LastIndex(p[:len(p)-2], "`"); i >= 0 {
+					file = p[i+1 : len(p)-2]
+				}
+			}
+		case block != nil && strings.HasPrefix(line, "```"):
+			switch {
+			case skip:
+			case file != "":
+				page.files = append(page.files, docFile{file, block.String()})
+			case lang == "sh" || lang == "bash":
+				fmt.Fprintf(&script, "# --- %s, block %d\n%s", path, page.blocks+1, block.String())
+				page.blocks++
+			}
+			block = nil
+		case block != nil:
+			block.WriteString(line + "\n")
+		}
+		if strings.TrimSpace(line) != "" {
+			prev = line
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if block != nil {
+		t.Fatalf("%s: a fenced block is not closed", path)
+	}
+	page.script = script.String()
+	return page
+}
+
+// run replaces each pair old, new (each old must occur in the page), writes the page's
+// files into dir, and runs its script there with env (added to the environment),
+// failing the test with the output if it fails. It returns the output.
+func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) string {
+	t.Helper()
+	if len(replace)%2 != 0 {
+		t.Fatal("replace wants pairs")
+	}
+	all := p.script
+	for _, f := range p.files {
+		all += f.content
+	}
+	for i := 0; i < len(replace); i += 2 {
+		if !strings.Contains(all, replace[i]) {
+			t.Fatalf("%s no longer contains %q: update the page's test", p.path, replace[i])
+		}
+	}
+	r := strings.NewReplacer(replace...)
+	for _, f := range p.files {
+		path := filepath.Join(dir, r.Replace(f.name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(r.Replace(f.content)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, reason := range p.skipped {
+		t.Logf("%s: a block not run here: %s", p.path, reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail -x\n"+r.Replace(p.script))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("running the %d blocks of %s: %v\n%s", p.blocks, p.path, err, out)
+	}
+	return string(out)
+}
+
+// pathWith is a PATH with dirs first.
+func pathWith(dirs ...string) string {
+	return "PATH=" + strings.Join(append(dirs, os.Getenv("PATH")), string(os.PathListSeparator))
+}
