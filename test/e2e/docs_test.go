@@ -14,8 +14,8 @@ import (
 
 // The getting-started pages and the README quickstart are run by the tests as a reader
 // would run them: every ```sh block of a page, in order, in one bash session (set -eu,
-// pipefail), and every fenced block whose preceding line ends in "`NAME`:" written to
-// NAME first. A block that cannot run here (it needs kubeadm, a real node, the network)
+// pipefail), and every fenced block whose preceding line ends in "`NAME`:" saved as NAME
+// (in the session's working directory) where the page shows it. A block that cannot run here (it needs kubeadm, a real node, the network)
 // is preceded by
 //
 //	<!-- not run by the tests: REASON -->
@@ -28,13 +28,13 @@ const notRunMarker = "<!-- not run by the tests:"
 // docPage is what a page asks a reader to run and write.
 type docPage struct {
 	path    string
-	script  string    // the ```sh blocks, joined
-	files   []docFile // blocks to save, in page order
-	skipped []string  // reasons of the blocks not run
-	blocks  int       // ```sh blocks run
+	script  string   // the ```sh blocks, and the files to save, in page order
+	skipped []string // reasons of the blocks not run
+	blocks  int      // blocks run or saved
 }
 
-type docFile struct{ name, content string }
+// heredoc ends the here-document that saves a page's file in the script.
+const heredoc = "KPLUG_DOC_FILE_END"
 
 // readDocPage parses the markdown page at path, relative to the module root.
 func readDocPage(t *testing.T, path string) docPage {
@@ -71,10 +71,14 @@ func readDocPage(t *testing.T, path string) docPage {
 			switch {
 			case skip:
 			case file != "":
-				page.files = append(page.files, docFile{file, block.String()})
-			case lang == "sh" || lang == "bash":
-				fmt.Fprintf(&script, "# --- %s, block %d\n%s", path, page.blocks+1, block.String())
+				if strings.Contains(block.String(), heredoc) {
+					t.Fatalf("%s: the block for %s contains %s", path, file, heredoc)
+				}
 				page.blocks++
+				fmt.Fprintf(&script, "# --- %s, block %d\nmkdir -p \"$(dirname %q)\"\ncat > %q <<'%s'\n%s%s\n", path, page.blocks, file, file, heredoc, block.String(), heredoc)
+			case lang == "sh" || lang == "bash":
+				page.blocks++
+				fmt.Fprintf(&script, "# --- %s, block %d\n%s", path, page.blocks, block.String())
 			}
 			block = nil
 		case block != nil:
@@ -94,33 +98,20 @@ func readDocPage(t *testing.T, path string) docPage {
 	return page
 }
 
-// run replaces each pair old, new (each old must occur in the page), writes the page's
-// files into dir, and runs its script there with env (added to the environment),
-// failing the test with the output if it fails. It returns the output.
+// run replaces each pair old, new (each old must occur in the page) and runs the page's
+// script in dir with env (added to the environment), failing the test with the output if
+// it fails. It returns the output.
 func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) string {
 	t.Helper()
 	if len(replace)%2 != 0 {
 		t.Fatal("replace wants pairs")
 	}
-	all := p.script
-	for _, f := range p.files {
-		all += f.content
-	}
 	for i := 0; i < len(replace); i += 2 {
-		if !strings.Contains(all, replace[i]) {
+		if !strings.Contains(p.script, replace[i]) {
 			t.Fatalf("%s no longer contains %q: update the page's test", p.path, replace[i])
 		}
 	}
 	r := strings.NewReplacer(replace...)
-	for _, f := range p.files {
-		path := filepath.Join(dir, r.Replace(f.name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(r.Replace(f.content)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, reason := range p.skipped {
 		t.Logf("%s: a block not run here: %s", p.path, reason)
 	}

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
@@ -89,5 +92,61 @@ func TestGettingStartedKubectlUser(t *testing.T) {
 	}
 	if entries, _ := filepath.Glob(filepath.Join(home, "cache", "kplug", "exec-cache", "*.json")); len(entries) != 0 {
 		t.Errorf("after --clear, %d cache entries are left", len(entries))
+	}
+}
+
+// TestGettingStartedPluginAuthor runs docs/getting-started/plugin-author.md: a module
+// that requires this checkout of kplug (in place of the release the page gets), the
+// page's plugin built from its main.go, named in a kubeconfig, and run by kplug and
+// kubectl against the apiserver, as the token user.
+func TestGettingStartedPluginAuthor(t *testing.T) {
+	page := readDocPage(t, "docs/getting-started/plugin-author.md")
+	cp := framework.StartForTest(t, framework.Options{})
+	bin := kplugBin(t, cp)
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".my-login"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(home, ".my-login", "token"), cp.TokenUser.Token+"\n")
+	// A kubeconfig with the cluster my-cluster, as a reader's has theirs.
+	cfg, err := clientcmd.LoadFromFile(cp.Admin.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clusters = map[string]*clientcmdapi.Cluster{"my-cluster": cfg.Clusters[cp.Servers[0].Name]}
+	cfg.Contexts = map[string]*clientcmdapi.Context{"admin": {Cluster: "my-cluster", AuthInfo: cp.Admin.Name}}
+	cfg.CurrentContext = "admin"
+	kubeconfig := filepath.Join(home, "config")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	gomodcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{pathWith(bin), "HOME=" + home, "KUBECONFIG=" + kubeconfig, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		// Offline: kplug's dependencies come from the module cache, the build cache is the machine's.
+		"GOMODCACHE=" + strings.TrimSpace(string(gomodcache)), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod -buildvcs=false"}
+	if dir, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
+		env = append(env, "GOCACHE="+strings.TrimSpace(string(dir)))
+	}
+	out := page.run(t, home, env,
+		"go get github.com/kplug/kplug@latest", "go mod edit -require=github.com/kplug/kplug@v0.0.0 -replace=github.com/kplug/kplug="+moduleRoot(t))
+	for _, want := range []string{
+		"credential:  token\n",
+		"token:       <redacted, " + fmt.Sprint(len(cp.TokenUser.Token)) + " bytes>",
+		`"kind": "token"`,
+		"Username    bob",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page's output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, cp.TokenUser.Token) {
+		t.Error("the page printed the token")
+	}
+	entries, err := os.ReadDir(filepath.Join(home, ".cache", "my-login"))
+	if err != nil || len(entries) == 0 {
+		t.Errorf("the plugin's cache: %v, %v", entries, err)
 	}
 }
