@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -120,16 +123,7 @@ func TestGettingStartedPluginAuthor(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	gomodcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{pathWith(bin), "HOME=" + home, "KUBECONFIG=" + kubeconfig, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
-		// Offline: kplug's dependencies come from the module cache, the build cache is the machine's.
-		"GOMODCACHE=" + strings.TrimSpace(string(gomodcache)), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod -buildvcs=false"}
-	if dir, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
-		env = append(env, "GOCACHE="+strings.TrimSpace(string(dir)))
-	}
+	env := append(goOfflineEnv(t), pathWith(bin), "HOME="+home, "KUBECONFIG="+kubeconfig, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 	out := page.run(t, home, env,
 		"go get github.com/kplug/kplug@latest", "go mod edit -require=github.com/kplug/kplug@v0.0.0 -replace=github.com/kplug/kplug="+moduleRoot(t))
 	for _, want := range []string{
@@ -148,5 +142,99 @@ func TestGettingStartedPluginAuthor(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(home, ".cache", "my-login"))
 	if err != nil || len(entries) == 0 {
 		t.Errorf("the plugin's cache: %v, %v", entries, err)
+	}
+}
+
+// goOfflineEnv is the environment of a page's go commands: kplug's dependencies from the
+// module cache, nothing downloaded, the machine's build cache.
+func goOfflineEnv(t *testing.T) []string {
+	t.Helper()
+	var env []string
+	for _, v := range []string{"GOMODCACHE", "GOCACHE"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, v+"="+strings.TrimSpace(string(out)))
+	}
+	return append(env, "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod -buildvcs=false")
+}
+
+// TestGettingStartedNodeIntegrator runs docs/getting-started/node-integrator.md on a
+// control plane that authorizes nodes as kubeadm's does (TestDeployImageCredentialProvider
+// checks the same pieces one by one): the node's kubeconfig, a pod bound to the node whose
+// service account names its registry identity, the deploy config with a local registry
+// and token endpoint, and the page's kplug commands and Go program, which must get the
+// puller's credentials through a token the apiserver issued for the pod.
+func TestGettingStartedNodeIntegrator(t *testing.T) {
+	page := readDocPage(t, "docs/getting-started/node-integrator.md")
+	cp := startNodeControlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := kplugBin(t, cp)
+	deployDir := filepath.Join(moduleRoot(t), "deploy", "image-credential-provider")
+	provider := readProviderConfig(t, filepath.Join(deployDir, "credential-provider-config.yaml")).Providers[0]
+
+	admin := clientFor(t, cp, cp.Admin, 0)
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, admin, "team")
+	reg := startRegistry(t)
+	ref := reg.host + "/team/app:v1"
+	reg.push(t, ref)
+	annotations := map[string]string{}
+	for _, k := range provider.TokenAttributes.RequiredServiceAccountAnnotationKeys {
+		annotations[k] = "team-a"
+	}
+	createPod(ctx, t, admin, "team", "app", "puller", ref, annotations)
+	bindPod(ctx, t, admin, "team", "app", "node-1")
+	nodeCert, err := cp.PKI.ClientCA.IssueClient("node-1-kubelet", "system:node:node-1", "system:nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeKubeconfig := writeCertKubeconfig(t, cp, cp.Servers[0].URL, "system:node:node-1", nodeCert.CertPEM, nodeCert.KeyPEM)
+	exchange := startTokenExchange(t, admin, reg.pullerPassword)
+
+	// The node's /etc/kubernetes and plugin directory.
+	root := t.TempDir()
+	config := filepath.Join(root, "credential-provider.yaml")
+	local := readProviderConfig(t, filepath.Join(deployDir, "credential-provider-config.yaml"))
+	p := &local.Providers[0]
+	p.MatchImages = []string{reg.host}
+	for i, a := range p.Args {
+		if strings.HasPrefix(a, "--endpoint=") {
+			p.Args[i] = "--endpoint=" + exchange.url
+		}
+	}
+	data, err := json.Marshal(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, config, string(data))
+	adminKubeconfig := cp.Admin.Kubeconfig
+	work := t.TempDir()
+	out := page.run(t, work, append(goOfflineEnv(t), pathWith(bin), "HOME="+work, "KUBECONFIG="+adminKubeconfig),
+		"/etc/kubernetes/credential-provider.yaml", config,
+		"/usr/libexec/kubernetes/kubelet-plugins", filepath.Join(root, "plugins"),
+		"/etc/kubernetes/kubelet.conf", nodeKubeconfig,
+		"https://raw.githubusercontent.com/kplug/kplug/main/deploy/image-credential-provider/rbac.yaml", filepath.Join(deployDir, "rbac.yaml"),
+		"registry.example/team/app:v1", ref,
+		"go get github.com/kplug/kplug@latest", "go mod edit -require=github.com/kplug/kplug@v0.0.0 -replace=github.com/kplug/kplug="+moduleRoot(t),
+	)
+	for _, want := range []string{
+		"valid (1 providers, config hash sha256:",
+		"clusterrole.rbac.authorization.k8s.io/kplug-image-credential-audience created",
+		fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":%q,`, reg.host, reg.pullerPassword),
+		"\n" + reg.host + "\n", // the Go program's one key
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page's output lacks %q:\n%s", want, out)
+		}
+	}
+	// kplug and the Go program each exchanged a pod-bound token of the pod's service account.
+	calls := exchange.Calls()
+	if len(calls) != 2 || calls[0].User != "system:serviceaccount:team:puller" || calls[1].User != calls[0].User {
+		t.Errorf("token exchanges: %+v", calls)
 	}
 }
