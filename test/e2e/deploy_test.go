@@ -77,11 +77,11 @@ func TestDeployPeerproxy(t *testing.T) {
 		t.Errorf("dry run: %s", out)
 	}
 
-	// kubeadm's /etc/kubernetes, made of this control plane's files.
-	root := t.TempDir()
-	etc := filepath.Join(root, "etc", "kubernetes")
-	p := cp.PKI
-	peerCA, err := p.NewCA("kplug-peer-ca", "kplug peerproxy peer CA")
+	// kubeadm's /etc/kubernetes, made of this control plane's files, and a peer CA and
+	// certificate as docs/getting-started/cluster-operator.md makes them.
+	etc := filepath.Join(t.TempDir(), "etc", "kubernetes")
+	kubeadmFiles(t, cp, etc)
+	peerCA, err := cp.PKI.NewCA("kplug-peer-ca", "kplug peerproxy peer CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,42 +93,16 @@ func TestDeployPeerproxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for dst, src := range map[string]string{
-		"pki/apiserver.crt":            p.Serving.CertFile,
-		"pki/apiserver.key":            p.Serving.KeyFile,
-		"pki/ca.crt":                   p.ClientCA.File,
-		"pki/front-proxy-ca.crt":       p.FrontProxyCA.File,
-		"pki/front-proxy-client.crt":   p.ProxyClient.CertFile,
-		"pki/front-proxy-client.key":   p.ProxyClient.KeyFile,
-		"pki/kplug/peer-ca.crt":        peerCA.File,
-		"pki/kplug/peerproxy-peer.crt": peer.CertFile,
-		"pki/kplug/peerproxy-peer.key": peer.KeyFile,
-		"kplug-peerproxy.conf":         peerproxyKubeconfig(t, cp),
-	} {
-		copyFile(t, src, filepath.Join(etc, dst))
-	}
+	copyFile(t, peerCA.File, filepath.Join(etc, "pki/kplug/peer-ca.crt"))
+	copyFile(t, peer.CertFile, filepath.Join(etc, "pki/kplug/peerproxy-peer.crt"))
+	copyFile(t, peer.KeyFile, filepath.Join(etc, "pki/kplug/peerproxy-peer.key"))
 
 	pod := readPod(t, manifest)
 	c := pod.Spec.Containers[0]
 	if c.Args[0] != "peerproxy" || pod.Spec.HostNetwork != true || c.SecurityContext == nil || *c.SecurityContext.ReadOnlyRootFilesystem != true {
 		t.Fatalf("the static pod is not a host-network peerproxy with a read-only root: %+v", c)
 	}
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	replacer := strings.NewReplacer(
-		"/etc/kubernetes/", etc+"/",
-		"https://$(NODE_IP):6443", cp.Servers[0].URL, // the apiserver's port here is not 6443
-		"$(NODE_IP):6444", listen,
-		"127.0.0.1:9444", metrics,
-	)
-	var args []string
-	for _, a := range c.Args {
-		args = append(args, replacer.Replace(a))
-		if strings.Contains(args[len(args)-1], "$(") {
-			t.Fatalf("argument %q names a variable the test does not set", a)
-		}
-	}
-	side := runInProcess(t, "the static pod's kplug peerproxy", args, "https://"+listen, "http://"+metrics+"/metrics")
+	side := runStaticPod(t, cp, 0, etc)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -155,6 +129,50 @@ func TestDeployPeerproxy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// kubeadmFiles writes the files of kubeadm's /etc/kubernetes that the static pod reads,
+// from cp's: the pki directory and the sidecar user's kubeconfig.
+func kubeadmFiles(t *testing.T, cp *framework.ControlPlane, etc string) {
+	t.Helper()
+	p := cp.PKI
+	for dst, src := range map[string]string{
+		"pki/apiserver.crt":          p.Serving.CertFile,
+		"pki/apiserver.key":          p.Serving.KeyFile,
+		"pki/ca.crt":                 p.ClientCA.File,
+		"pki/front-proxy-ca.crt":     p.FrontProxyCA.File,
+		"pki/front-proxy-client.crt": p.ProxyClient.CertFile,
+		"pki/front-proxy-client.key": p.ProxyClient.KeyFile,
+		"kplug-peerproxy.conf":       peerproxyKubeconfig(t, cp),
+	} {
+		copyFile(t, src, filepath.Join(etc, dst))
+	}
+}
+
+// runStaticPod runs, in this process, the command line of deploy/peerproxy's static pod
+// beside apiserver i, with kubeadm's /etc/kubernetes at etc and the node's addresses
+// those of the test, until the test ends.
+func runStaticPod(t *testing.T, cp *framework.ControlPlane, i int, etc string) *sidecar {
+	t.Helper()
+	pod := readPod(t, filepath.Join(moduleRoot(t), "deploy", "peerproxy", "kplug-peerproxy.yaml"))
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	replacer := strings.NewReplacer(
+		"/etc/kubernetes/", etc+"/",
+		"https://$(NODE_IP):6443", cp.Servers[i].URL, // the apiserver's port here is not 6443
+		"$(NODE_IP):6444", listen,
+		"127.0.0.1:9444", metrics,
+	)
+	var args []string
+	for _, a := range pod.Spec.Containers[0].Args {
+		args = append(args, replacer.Replace(a))
+		if strings.Contains(args[len(args)-1], "$(") {
+			t.Fatalf("argument %q names a variable the test does not set", a)
+		}
+	}
+	// Two sidecars on one machine: each its own Lease (the pod's default is the hostname).
+	args = append(args, "--id=kplug-peerproxy-"+cp.Servers[i].Name)
+	return runInProcess(t, "the static pod's kplug peerproxy beside "+cp.Servers[i].Name, args, "https://"+listen, "http://"+metrics+"/metrics")
 }
 
 // peerproxyKubeconfig writes a kubeconfig for the user kplug-peerproxy (a client

@@ -28,9 +28,23 @@ const notRunMarker = "<!-- not run by the tests:"
 // docPage is what a page asks a reader to run and write.
 type docPage struct {
 	path    string
-	script  string   // the ```sh blocks, and the files to save, in page order
+	parts   []string // the ```sh blocks, and the files to save, in page order, as bash
 	skipped []string // reasons of the blocks not run
-	blocks  int      // blocks run or saved
+}
+
+func (p docPage) script() string { return strings.Join(p.parts, "") }
+
+// splitAt cuts the page before the first block that contains s, for a test that must
+// do its part (start a sidecar, say) between the page's steps.
+func (p docPage) splitAt(t *testing.T, s string) (before, after docPage) {
+	t.Helper()
+	for i, part := range p.parts {
+		if strings.Contains(part, s) {
+			return docPage{path: p.path, parts: p.parts[:i], skipped: p.skipped}, docPage{path: p.path, parts: p.parts[i:]}
+		}
+	}
+	t.Fatalf("%s has no block with %q", p.path, s)
+	return
 }
 
 // heredoc ends the here-document that saves a page's file in the script.
@@ -49,7 +63,6 @@ func readDocPage(t *testing.T, path string) docPage {
 	var block *strings.Builder
 	var skip bool
 	var file string
-	var script strings.Builder
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
@@ -74,11 +87,10 @@ func readDocPage(t *testing.T, path string) docPage {
 				if strings.Contains(block.String(), heredoc) {
 					t.Fatalf("%s: the block for %s contains %s", path, file, heredoc)
 				}
-				page.blocks++
-				fmt.Fprintf(&script, "# --- %s, block %d\nmkdir -p \"$(dirname %q)\"\ncat > %q <<'%s'\n%s%s\n", path, page.blocks, file, file, heredoc, block.String(), heredoc)
+				page.parts = append(page.parts, fmt.Sprintf("# --- %s, block %d\nmkdir -p \"$(dirname %q)\"\ncat > %q <<'%s'\n%s%s\n",
+					path, len(page.parts)+1, file, file, heredoc, block.String(), heredoc))
 			case lang == "sh" || lang == "bash":
-				page.blocks++
-				fmt.Fprintf(&script, "# --- %s, block %d\n%s", path, page.blocks, block.String())
+				page.parts = append(page.parts, fmt.Sprintf("# --- %s, block %d\n%s", path, len(page.parts)+1, block.String()))
 			}
 			block = nil
 		case block != nil:
@@ -94,7 +106,6 @@ func readDocPage(t *testing.T, path string) docPage {
 	if block != nil {
 		t.Fatalf("%s: a fenced block is not closed", path)
 	}
-	page.script = script.String()
 	return page
 }
 
@@ -106,8 +117,9 @@ func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) 
 	if len(replace)%2 != 0 {
 		t.Fatal("replace wants pairs")
 	}
+	script := p.script()
 	for i := 0; i < len(replace); i += 2 {
-		if !strings.Contains(p.script, replace[i]) {
+		if !strings.Contains(script, replace[i]) {
 			t.Fatalf("%s no longer contains %q: update the page's test", p.path, replace[i])
 		}
 	}
@@ -117,12 +129,12 @@ func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail -x\n"+r.Replace(p.script))
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail -x\n"+r.Replace(script))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("running the %d blocks of %s: %v\n%s", p.blocks, p.path, err, out)
+		t.Fatalf("running %d blocks of %s: %v\n%s", len(p.parts), p.path, err, out)
 	}
 	return string(out)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,5 +237,58 @@ func TestGettingStartedNodeIntegrator(t *testing.T) {
 	calls := exchange.Calls()
 	if len(calls) != 2 || calls[0].User != "system:serviceaccount:team:puller" || calls[1].User != calls[0].User {
 		t.Errorf("token exchanges: %+v", calls)
+	}
+}
+
+// TestGettingStartedClusterOperator runs docs/getting-started/cluster-operator.md with
+// two apiservers that serve different versions (the second without batch/v1, as during
+// an upgrade): the page makes the peer CA and certificate with openssl and applies the
+// RBAC; the test then runs the static pod's command line beside each apiserver with
+// those files (the page's kubelet would); and the page's checks through the sidecar of
+// the server without batch/v1 must list jobs and show a rerouted request.
+func TestGettingStartedClusterOperator(t *testing.T) {
+	page := readDocPage(t, "docs/getting-started/cluster-operator.md")
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Fatalf("the page needs openssl: %v", err)
+	}
+	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{
+		{}, {Flags: []string{"--runtime-config=batch/v1=false"}},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if out, err := cp.Kubectl(ctx, cp.Admin, "create", "job", "upgrade-check", "--image=registry.example/none").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl create job: %v\n%s", err, out)
+	}
+	bin := kplugBin(t, cp)
+	etc := filepath.Join(t.TempDir(), "etc", "kubernetes")
+	work := t.TempDir()
+	env := []string{pathWith(bin), "HOME=" + work, "KUBECONFIG=" + cp.Admin.Kubeconfig}
+	setup, checks := page.splitAt(t, "kubectl --server")
+	setup.run(t, work, env,
+		"/etc/kubernetes/", etc+"/",
+		"https://raw.githubusercontent.com/kplug/kplug/main/docs/peerproxy-rbac.yaml", filepath.Join(moduleRoot(t), "docs", "peerproxy-rbac.yaml"))
+
+	kubeadmFiles(t, cp, etc)
+	var sides []*sidecar
+	for i := range cp.Servers {
+		sides = append(sides, runStaticPod(t, cp, i, etc))
+	}
+	// The sidecar of apiserver-1 knows its peer once it has read the peer's Lease.
+	admin := userClient(t, cp, cp.Admin)
+	eventually(ctx, t, "jobs through the sidecar of the server without batch/v1", func() error {
+		return expectStatus(ctx, admin, sides[1].URL+jobsPath, nil, http.StatusOK)
+	})
+	out := checks.run(t, work, env,
+		"https://10.0.0.11:6444", sides[1].URL,
+		"http://127.0.0.1:9444/metrics", sides[1].Metrics)
+	for _, want := range []string{
+		"get --raw /readyz\nok",
+		"default     upgrade-check",
+		"jobs                    batch/v1",
+		`apiserver_rerouted_request_total{code="200",group="batch",resource="jobs",version="v1"}`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page's output lacks %q:\n%s", want, out)
+		}
 	}
 }
