@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/mod/module"
 	modzip "golang.org/x/mod/zip"
+
+	"github.com/kplug/kplug/test/e2e/framework"
 )
 
 // TestGoInstallVersion installs kplug as a user does, `go install
@@ -78,5 +80,30 @@ func TestGoInstallVersion(t *testing.T) {
 	var got struct{ Kplug string }
 	if err := errors.Join(err, json.Unmarshal(out, &got)); err != nil || got.Kplug != version {
 		t.Errorf("kplug version after go install @%s: %q, %v", version, out, err)
+	}
+}
+
+// TestFreshCloneReusesTools clones HEAD and runs hack/tools/build.sh there, as `make
+// tools` in a fresh clone does: every tool must come from the cache outside the checkout
+// (~/.cache/kplug/tools), none may be built again.
+func TestFreshCloneReusesTools(t *testing.T) {
+	for _, tool := range []string{"etcd", "kube-apiserver", "kubectl"} {
+		framework.ToolForTest(t, tool) // make tools has run
+	}
+	clone := filepath.Join(t.TempDir(), "kplug")
+	if out, err := exec.Command("git", "clone", "--quiet", "--no-local", moduleRoot(t), clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	start := time.Now()
+	out, err := exec.Command(filepath.Join(clone, "hack", "tools", "build.sh")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/tools/build.sh in a fresh clone: %v\n%s", err, out)
+	}
+	t.Logf("make tools in a fresh clone: %v", time.Since(start).Round(time.Second))
+	if strings.Contains(string(out), "tools: building") || !strings.Contains(string(out), "tools: kube-apiserver from the cache") {
+		t.Errorf("a fresh clone built tools again:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(clone, "_output", "bin", "kube-apiserver")); err != nil {
+		t.Errorf("kube-apiserver is not in the clone's _output/bin: %v", err)
 	}
 }
