@@ -7,7 +7,8 @@
 # (KPLUG_TOOLS_CACHE, default ~/.cache/kplug/tools), so a fresh clone on the same machine
 # reuses them instead of spending twenty minutes rebuilding kube-apiserver.
 #
-# With tool names as arguments (hack/tools/build.sh syft), only those are built.
+# With tool names as arguments (hack/tools/build.sh syft), only those are built; the tools
+# in on_demand (make release's) are built only when named.
 set -euo pipefail
 cd "$(dirname "$0")"
 only=" $* "
@@ -26,8 +27,19 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 goversion=$(go version)
 
-# wanted NAME: whether this run builds NAME (every tool, unless names were given).
-wanted() { [[ $only == "  " || $only == *" $1 "* ]]; }
+# on_demand tools are for make release and make release-check only, which name them: syft
+# costs 11 minutes cold, which make test (and so CI) does not spend.
+on_demand=" syft krew "
+
+# wanted NAME: whether this run builds NAME (every tool but on_demand's, unless names were
+# given).
+wanted() {
+	if [[ $only == "  " ]]; then
+		[[ $on_demand != *" $1 "* ]]
+	else
+		[[ $only == *" $1 "* ]]
+	fi
+}
 
 # place NAME KEY BUILDER ARGS...: put the binary kept under KEY into _output/bin, running
 # `BUILDER ARGS... OUTPUT` to build it into the cache first when it is not there.
@@ -137,8 +149,8 @@ build apidiff golang.org/x/exp/cmd/apidiff
 # that the Go here (go.mod: 1.26) builds.
 build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
 build_release kubelogin github.com/Azure/kubelogin v0.2.21
-# The release's tools (docs/development.md, "Releases"): syft makes the SBOMs of make release
-# (test/e2e checks a release); krew installs the rendered krew manifest in test/e2e.
+# The release's tools (docs/development.md, "Releases"), built on demand: syft makes the
+# SBOMs of make release; krew installs its krew manifest in make release-check.
 build_release syft github.com/anchore/syft/cmd/syft v1.57.0 "-X main.version=1.57.0"
 build_release krew sigs.k8s.io/krew/cmd/krew v0.4.4
 # An RFC 9421 implementation nobody here wrote, for test/interop (docs/development.md).

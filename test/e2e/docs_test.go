@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -53,19 +52,61 @@ const heredoc = "KPLUG_DOC_FILE_END"
 // readDocPage parses the markdown page at path, relative to the module root.
 func readDocPage(t *testing.T, path string) docPage {
 	t.Helper()
-	f, err := os.Open(filepath.Join(moduleRoot(t), path))
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	return parseDocPage(t, path, strings.Split(string(data), "\n"))
+}
+
+// readDocSection is readDocPage for one section of the page: from the line heading to
+// the next heading of the same level.
+func readDocSection(t *testing.T, path, heading string) docPage {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	level := headingLevel(heading)
+	for i, l := range lines {
+		if l != heading {
+			continue
+		}
+		end := len(lines)
+		fenced := false
+		for j := i + 1; j < len(lines); j++ {
+			if strings.HasPrefix(lines[j], "```") {
+				fenced = !fenced
+			}
+			if n := headingLevel(lines[j]); !fenced && n > 0 && n <= level {
+				end = j
+				break
+			}
+		}
+		return parseDocPage(t, path+" ("+heading+")", lines[i+1:end])
+	}
+	t.Fatalf("%s has no line %q", path, heading)
+	return docPage{}
+}
+
+// headingLevel is the level of a markdown heading line ("## x" is 2), or 0.
+func headingLevel(line string) int {
+	n := len(line) - len(strings.TrimLeft(line, "#"))
+	if n == 0 || !strings.HasPrefix(line[n:], " ") {
+		return 0
+	}
+	return n
+}
+
+func parseDocPage(t *testing.T, path string, lines []string) docPage {
+	t.Helper()
 	page := docPage{path: path}
 	var prev, lang string
 	var block *strings.Builder
 	var skip bool
 	var file string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range lines {
 		switch {
 		case block == nil && strings.HasPrefix(line, "```") && len(line) > 3:
 			lang = strings.Fields(line[3:])[0]
@@ -99,9 +140,6 @@ func readDocPage(t *testing.T, path string) docPage {
 		if strings.TrimSpace(line) != "" {
 			prev = line
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if block != nil {
 		t.Fatalf("%s: a fenced block is not closed", path)

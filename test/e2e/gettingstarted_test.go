@@ -292,3 +292,33 @@ func TestGettingStartedClusterOperator(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeQuickstart runs the README's quickstart as it is: make demo, in this
+// checkout, which must show the four mechanisms (the mixed version proxy only as root,
+// and otherwise one line saying why not).
+func TestReadmeQuickstart(t *testing.T) {
+	page := readDocSection(t, "README.md", "## Quickstart")
+	for _, tool := range []string{"etcd", "kube-apiserver", "kubectl"} {
+		framework.ToolForTest(t, tool) // make tools has run: the demo does not build them here
+	}
+	out := page.run(t, moduleRoot(t), nil)
+	want := []string{
+		"# Exec credential plugins",
+		"# kplug exec-cache",
+		"# Exec proxy",
+		"# Image credentials (KEP-4412)",
+		"pulled 127.0.0.1:",
+		"# Mixed version proxy (KEP-4020)",
+		"demo: stopped; nothing is left running",
+	}
+	if os.Geteuid() == 0 {
+		want = append(want, "job.batch/hello created", "batch listed", "demo: all four mechanisms shown")
+	} else {
+		want = append(want, "skipped: two kube-apiservers on one machine need a UTS namespace each")
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("make demo's output lacks %q:\n%s", w, out)
+		}
+	}
+}
