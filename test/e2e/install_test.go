@@ -107,3 +107,32 @@ func TestFreshCloneReusesTools(t *testing.T) {
 		t.Errorf("kube-apiserver is not in the clone's _output/bin: %v", err)
 	}
 }
+
+// TestKubectlPlugin installs kplug as kubectl-kplug on PATH, as krew does, and runs it
+// through the pinned kubectl: `kubectl kplug version` and a subcommand with flags.
+func TestKubectlPlugin(t *testing.T) {
+	kubectl := framework.ToolForTest(t, "kubectl")
+	bin := t.TempDir()
+	buildBinary(t, bin, "./cmd/kplug", "kubectl-kplug")
+	env := append(os.Environ(), pathWith(bin), "HOME="+t.TempDir())
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kubectl, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := run("plugin", "list", "--name-only"); !strings.Contains(out, "kubectl-kplug") {
+		t.Errorf("kubectl plugin list does not list kubectl-kplug:\n%s", out)
+	}
+	var info struct{ Kplug, Kubernetes string }
+	if out := run("kplug", "version", "-o", "json"); json.Unmarshal([]byte(out), &info) != nil || info.Kplug == "" || info.Kubernetes == "" {
+		t.Errorf("kubectl kplug version -o json: %s", out)
+	}
+	if out := run("kplug", "completion", "bash"); !strings.Contains(out, "__start_kplug") {
+		t.Errorf("kubectl kplug completion bash: %.200s", out)
+	}
+}
