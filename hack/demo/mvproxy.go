@@ -150,13 +150,13 @@ func startPeerproxy(ctx context.Context, cp *framework.ControlPlane, i int, kube
 	if err != nil {
 		return "", nil, err
 	}
-	port, err := freePort()
+	port, err := freePort(ctx)
 	if err != nil {
 		return "", nil, err
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	p := cp.PKI
-	logFile, err := os.Create(filepath.Join(cp.Dir, "peerproxy-"+s.Name+".log")) //nolint:gosec // the demo's own file
+	logFile, err := os.Create(filepath.Join(cp.Dir, "peerproxy-"+s.Name+".log"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -173,13 +173,13 @@ func startPeerproxy(ctx context.Context, cp *framework.ControlPlane, i int, kube
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return "", nil, err
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 	}
 	return "https://" + listen, stop, nil
 }
@@ -218,8 +218,8 @@ func apiGroups(kubeconfig string) ([]string, error) {
 	return names, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}

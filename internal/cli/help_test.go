@@ -169,7 +169,7 @@ func TestBashCompletes(t *testing.T) {
 	}
 	bin := t.TempDir()
 	wrapper := "#!/bin/sh\n" + kplugEnv + "=1 exec '" + exe + "' \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(bin, "kplug"), []byte(wrapper), 0o700); err != nil { //nolint:gosec // an executable of the test's own
+	if err := os.WriteFile(filepath.Join(bin, "kplug"), []byte(wrapper), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	complete := `source ` + bashCompletion + `

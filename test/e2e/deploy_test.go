@@ -116,7 +116,7 @@ func TestDeployPeerproxy(t *testing.T) {
 		t.Errorf("liveness probe: %v", err)
 	}
 	// kubectl through the sidecar, verifying it as it verifies the apiserver.
-	kc := serverKubeconfig(t, cp, cp.Admin, side.URL)
+	kc := serverKubeconfig(t, cp.Admin, side.URL)
 	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", kc, "get", "namespace", "kplug-peerproxy", "-o", "name").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "namespace/kplug-peerproxy" {
 		t.Errorf("kubectl through the sidecar: %q, %v", out, err)
@@ -124,8 +124,11 @@ func TestDeployPeerproxy(t *testing.T) {
 	// The sidecar keeps its identity Lease where the RBAC lets it.
 	eventually(ctx, t, "the sidecar's Lease in kplug-peerproxy", func() error {
 		leases, err := clientFor(t, cp, cp.Admin, 0).CoordinationV1().Leases("kplug-peerproxy").List(ctx, metav1.ListOptions{})
-		if err != nil || len(leases.Items) != 1 {
-			return fmt.Errorf("%d leases, %v", len(leases.Items), err)
+		if err != nil {
+			return err
+		}
+		if len(leases.Items) != 1 {
+			return fmt.Errorf("%d leases, want 1", len(leases.Items))
 		}
 		return nil
 	})
@@ -207,7 +210,7 @@ func writeCertKubeconfig(t *testing.T, cp *framework.ControlPlane, server, user 
 }
 
 // serverKubeconfig writes u's kubeconfig with server as its server.
-func serverKubeconfig(t *testing.T, cp *framework.ControlPlane, u *framework.User, server string) string {
+func serverKubeconfig(t *testing.T, u *framework.User, server string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(u.Kubeconfig)
 	if err != nil {
