@@ -17,7 +17,7 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build the pinned etcd, kube-apiserver, kubectl, golangci-lint, apidiff and the real exec plugins (aws-iam-authenticator, kubelogin) into _output/bin, and install the pinned npm RFC 9421 implementation for test/interop (skips what is current)
+tools: ## Build the pinned etcd, kube-apiserver (1.36 and 1.35), kube-controller-manager, kubectl, golangci-lint, apidiff and the real exec plugins (aws-iam-authenticator, kubelogin) into _output/bin, and install the pinned npm RFC 9421 implementation for test/interop (skips what is current)
 	hack/tools/build.sh
 
 .PHONY: deps

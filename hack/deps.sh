@@ -16,6 +16,7 @@ needs=(
 	keyctl:keyutils                       # the kernel keyring as users inspect it
 	node:nodejs                           # test/interop runs an npm RFC 9421 implementation
 	npm:npm                               # make tools installs it (npm ci)
+	skopeo:skopeo                         # a real registry client through the docker credential helper
 	/usr/share/bash-completion/bash_completion:bash-completion   # kplug completion bash, run in bash
 )
 missing=()

@@ -23,11 +23,13 @@ type PeerInfo struct {
 type Directory struct {
 	self string
 
-	mu          sync.RWMutex
-	local       *discovery.Document
-	peers       map[string]*peerEntry
-	peersSynced bool
-	generation  uint64 // changes whenever anything a merge reads changes
+	mu              sync.RWMutex
+	local           *discovery.Document
+	localStale      bool   // the local server was unreachable since local was read
+	localGeneration uint64 // changes whenever the local document changes
+	peers           map[string]*peerEntry
+	peersSynced     bool
+	generation      uint64 // changes whenever anything a merge reads changes
 }
 
 type peerEntry struct {
@@ -44,14 +46,40 @@ func NewDirectory(self string) *Directory {
 // Self returns the local server's identity.
 func (d *Directory) Self() string { return d.self }
 
-// SetLocal records the local server's discovery.
+// SetLocal records the local server's discovery, which is then no longer stale.
 func (d *Directory) SetLocal(doc *discovery.Document) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !sameDocument(d.local, doc) {
 		d.generation++
+		d.localGeneration++
 	}
 	d.local = doc
+	d.localStale = false
+}
+
+// MarkLocalStale records that the local server could not be reached: it may be
+// restarting, perhaps as another version that serves something else, so its discovery
+// is not to be trusted until the next SetLocal (see RouteInput.LocalStale).
+func (d *Directory) MarkLocalStale() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.localStale = true
+}
+
+// LocalStale reports whether MarkLocalStale was called since the last SetLocal.
+func (d *Directory) LocalStale() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.localStale
+}
+
+// LocalGeneration changes whenever SetLocal records a document that lists something
+// else; peers learn of it through the sidecar's Lease and read its discovery again.
+func (d *Directory) LocalGeneration() uint64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.localGeneration
 }
 
 // sameDocument reports whether two documents list the same; a periodic refresh that

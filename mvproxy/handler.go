@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -53,6 +55,8 @@ type Handler struct {
 	log    *slog.Logger
 	peer   *httputil.ReverseProxy
 	merged *discovery.MergedHandler
+	// refreshing is set while a background refresh of stale local discovery runs.
+	refreshing atomic.Bool
 }
 
 // NewHandler checks o and returns the handler.
@@ -140,6 +144,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case NotReady:
 		reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 			fmt.Sprintf("mvproxy: cannot route %s yet: %s", gvr, decision.Reason), retryAfterSeconds)
+	case LocalUnavailable:
+		h.o.Metrics.ProxyError(ErrorLocalUnreachable, h.o.Directory.MetricLabels(gvr))
+		reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			LocalUnreachableMessage, retryAfterSeconds)
 	case Peer:
 		peers := h.o.Directory.Capable(key)
 		if len(peers) == 0 { // the last capable peer left since route
@@ -166,6 +174,7 @@ func (h *Handler) route(ctx context.Context, in RouteInput, gvr discovery.GVR, s
 		key = gvr
 		local := dir.Local()
 		in.LocalServes = local.Serves(gvr)
+		in.LocalStale = dir.LocalStale()
 		in.Synced = dir.Synced()
 		in.CapablePeers = len(dir.Capable(gvr))
 		if sub != "" && in.LocalServes && !local.Serves(gvr.Subresource(sub)) {
@@ -177,15 +186,53 @@ func (h *Handler) route(ctx context.Context, in RouteInput, gvr discovery.GVR, s
 	}
 	fill()
 	d := Route(in)
-	if d.Target == Local && !in.LocalServes && h.o.RefreshLocal != nil {
+	switch {
+	case h.o.RefreshLocal == nil:
+	case d.Target == Local && !in.LocalServes:
 		// Found nowhere: perhaps a CRD or APIService appeared locally since the last refresh.
+		d = h.refreshAndRoute(ctx, ctx, &in, fill)
+	case d.Target == LocalUnavailable:
+		// The local server was down: read what it serves now that it may be back (as
+		// another version, during an upgrade), waiting at most a second for the answer.
+		wait, cancel := context.WithTimeout(ctx, staleRefreshWait)
+		defer cancel()
+		d = h.refreshAndRoute(ctx, wait, &in, fill)
+	case in.LocalStale:
+		// A peer serves it meanwhile; read the local discovery again in the background, so
+		// that requests go back to the local server as soon as it is back.
+		h.refreshInBackground()
+	}
+	return d, key
+}
+
+// refreshInBackground starts one refresh of the local discovery unless one is running.
+func (h *Handler) refreshInBackground() {
+	if !h.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer h.refreshing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundRefreshTimeout)
+		defer cancel()
 		if err := h.o.RefreshLocal(ctx); err != nil {
 			h.log.Debug("refreshing local discovery", "err", err)
 		}
-		fill()
-		d = Route(in)
+	}()
+}
+
+// backgroundRefreshTimeout bounds a refresh no request waits for.
+const backgroundRefreshTimeout = 30 * time.Second
+
+// staleRefreshWait bounds how long a request waits for local discovery to be read again
+// after the local server was unreachable; past it, the client is told to retry.
+const staleRefreshWait = time.Second
+
+func (h *Handler) refreshAndRoute(ctx, wait context.Context, in *RouteInput, fill func()) Decision {
+	if err := h.o.RefreshLocal(wait); err != nil && ctx.Err() == nil {
+		h.log.Debug("refreshing local discovery", "err", err)
 	}
-	return d, key
+	fill()
+	return Route(*in)
 }
 
 // rewritePeer builds the request to a peer: the peer's address (the failover transport
@@ -287,3 +334,7 @@ func (h *Handler) serveMerged(w http.ResponseWriter, r *http.Request) {
 
 // errNotSynced is returned while the caches have not been filled once.
 var errNotSynced = errors.New("mvproxy: discovery caches have not synced yet")
+
+// LocalUnreachableMessage answers a request when the local apiserver cannot be reached
+// and no peer serves what it asks for. It names no address: clients may be anonymous.
+const LocalUnreachableMessage = "mvproxy: the local apiserver is unreachable; see the proxy's log"

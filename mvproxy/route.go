@@ -11,6 +11,9 @@ const (
 	Peer
 	// NotReady answers 503 with Retry-After: without synced caches, a 404 could be wrong.
 	NotReady
+	// LocalUnavailable answers 503 with Retry-After: the local server was unreachable
+	// and no peer serves the resource.
+	LocalUnavailable
 )
 
 func (t Target) String() string {
@@ -21,6 +24,8 @@ func (t Target) String() string {
 		return "peer"
 	case NotReady:
 		return "not-ready"
+	case LocalUnavailable:
+		return "local-unavailable"
 	}
 	return "unknown"
 }
@@ -33,6 +38,10 @@ type RouteInput struct {
 	Proxied bool
 	// LocalServes is true when the local server's discovery lists the resource.
 	LocalServes bool
+	// LocalStale is true when the local server was unreachable since its discovery was
+	// read: it may have restarted as another version, so LocalServes may be wrong either
+	// way, and a request sent to it could get a wrong 404.
+	LocalStale bool
 	// Synced is true once local discovery has been read and every peer known at start has
 	// been asked for its discovery once.
 	Synced bool
@@ -53,6 +62,10 @@ func Route(in RouteInput) Decision {
 		return Decision{Local, "not a resource request"}
 	case in.Proxied:
 		return Decision{Local, "already proxied by a peer"}
+	case in.LocalStale && in.CapablePeers > 0:
+		return Decision{Peer, "local discovery stale, served by a peer"}
+	case in.LocalStale:
+		return Decision{LocalUnavailable, "the local apiserver was unreachable since its discovery was read"}
 	case in.LocalServes:
 		return Decision{Local, "served locally"}
 	case !in.Synced:

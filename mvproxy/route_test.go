@@ -21,6 +21,10 @@ func TestRoute(t *testing.T) {
 		{"unsynced with a capable peer is still not ready", RouteInput{IsResource: true, CapablePeers: 1}, NotReady},
 		{"only a peer serves it", RouteInput{IsResource: true, Synced: true, CapablePeers: 1}, Peer},
 		{"no server serves it goes local for the 404", RouteInput{IsResource: true, Synced: true}, Local},
+		{"local stale: a capable peer serves what local discovery lists", RouteInput{IsResource: true, LocalServes: true, LocalStale: true, Synced: true, CapablePeers: 1}, Peer},
+		{"local stale and no capable peer: 503, not a possibly wrong 404", RouteInput{IsResource: true, LocalStale: true, Synced: true}, LocalUnavailable},
+		{"local stale, listed locally, no capable peer: 503", RouteInput{IsResource: true, LocalServes: true, LocalStale: true, Synced: true}, LocalUnavailable},
+		{"local stale but already proxied by a peer goes local", RouteInput{IsResource: true, Proxied: true, LocalStale: true, CapablePeers: 1}, Local},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

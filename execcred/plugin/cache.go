@@ -15,8 +15,9 @@ import (
 // Cache keeps credentials in files, so that separate runs of a plugin (one per kubectl
 // invocation) share them. Entries are 0600 files in a 0700 directory, written atomically;
 // a file lock makes concurrent runs wait for the one that is fetching, which then serves
-// them all. The zero value is unusable: Dir is required. A Cache is safe for concurrent
-// use by goroutines and processes of one user.
+// them all. Answers that must never be written down (wire.Status.Unstorable: signing
+// material, KEP-6308, above all) pass through uncached. The zero value is unusable: Dir is
+// required. A Cache is safe for concurrent use by goroutines and processes of one user.
 //
 // Dir must be a real directory that belongs to the user and that no other user may write
 // to; it is created 0700 if missing, and narrowed to 0700 if others may only read it.
@@ -52,7 +53,9 @@ type entry struct {
 
 // Do returns the credential cached under key if it is still valid, or else takes the
 // key's file lock, looks again (another process may have just fetched it), and calls fetch.
-// A successful result is stored; a failed one never is.
+// A successful result is stored, unless it must never be written down
+// (wire.Status.Unstorable: signing material, an exec proxy answer, fields the SDK does not
+// know), which is returned uncached, as `kplug exec-cache` does; a failed one never is.
 func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) (*wire.Status, error)) (*wire.Status, error) {
 	if c.Dir == "" {
 		return nil, errors.New("plugin: Cache.Dir is empty")
@@ -75,6 +78,9 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 	if err != nil {
 		return nil, err
 	}
+	if s.Unstorable() != "" {
+		return s, nil
+	}
 	if exp, ok := c.expiry(s); ok {
 		if err := locked.Save(entry{Status: s, Expires: exp}); err != nil {
 			return s, fmt.Errorf("plugin: storing the credential: %w", err)
@@ -85,9 +91,14 @@ func (c *Cache) Do(ctx context.Context, key string, fetch func(context.Context) 
 
 // Wrap returns f with its answers cached under key: the decorator form of Do, for Main,
 // Run or Source. When the client says the credential was rejected (info.Response, sent by
-// v1alpha1 clients), the entry is dropped first, so that f runs.
+// v1alpha1 clients), the entry is dropped first, so that f runs. A client that asks for
+// signing material (info.HTTPSignature; wire.Info.Uncached) is answered by f alone: that
+// answer is never stored, and one stored for other clients is not the answer to it.
 func (c *Cache) Wrap(key string, f Func) Func {
 	return func(ctx context.Context, info *Info) (*wire.Status, error) {
+		if info.Uncached() != "" {
+			return f(ctx, info)
+		}
 		if info.Response != nil {
 			if err := c.Delete(key); err != nil {
 				return nil, err

@@ -297,3 +297,90 @@ func TestWriteChecksStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheKeepsKeyMaterialOut: an answer that must never be written down
+// (wire.Status.Unstorable: signing material, KEP-6308, whose private key or secret is the
+// credential itself; an exec proxy answer) is passed on uncached, whatever its expiry and
+// TTL, and a client that asks for signing material is answered by the function, never from
+// an entry stored for other clients. Each call fetches: a second call would be a hit if
+// anything had been stored.
+func TestCacheKeepsKeyMaterialOut(t *testing.T) {
+	t.Parallel()
+	const privateKey, secret = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIKEYMATERIALKEYMATERIALKEYMATERIAL\n-----END PRIVATE KEY-----\n", "hmac-secret-never-on-disk"
+	exp := wire.NewTime(time.Now().Add(time.Hour))
+	for _, tc := range []struct {
+		name   string
+		status *wire.Status
+		secret string // what must not be on disk
+	}{
+		{"private key", &wire.Status{ExpirationTimestamp: &exp, HTTPSignature: &wire.HTTPSignature{KeyID: "k1", PrivateKey: privateKey}}, "KEYMATERIALKEYMATERIAL"},
+		{"shared secret", &wire.Status{ExpirationTimestamp: &exp, HTTPSignature: &wire.HTTPSignature{KeyID: "k1", Secret: secret}}, secret},
+		{"shared secret in base64", &wire.Status{HTTPSignature: &wire.HTTPSignature{KeyID: "k1", SecretBase64: "c2VjcmV0LW5ldmVyLW9uLWRpc2s="}}, "c2VjcmV0LW5ldmVyLW9uLWRpc2s="},
+		{"exec proxy answer", &wire.Status{ExpirationTimestamp: &exp, ClientCertificateData: "CERT", ClientKeyData: "PROXY-HOP-KEY",
+			ProxyConfig: &wire.ProxyConfig{URL: "unix:///run/p.sock", CertificateAuthorityData: []byte("CA")}}, "PROXY-HOP-KEY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "cache")
+			c := &Cache{Dir: dir, TTL: time.Hour}
+			fetches := 0
+			for i := range 2 {
+				s, err := c.Do(context.Background(), "key", func(context.Context) (*wire.Status, error) {
+					fetches++
+					return tc.status, nil
+				})
+				if err != nil || s != tc.status {
+					t.Errorf("call %d: %+v, %v; want the fetched answer", i, s, err)
+				}
+			}
+			if fetches != 2 {
+				t.Errorf("%d fetches for 2 calls, want 2: the answer was served from the cache", fetches)
+			}
+			if files := filesHolding(t, dir, tc.secret); len(files) != 0 {
+				t.Errorf("the key material is on disk in %v", files)
+			}
+		})
+	}
+	t.Run("a client that asks for signing material", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "cache")
+		signing := &wire.HTTPSignature{KeyID: "k1", PrivateKey: privateKey}
+		f := (&Cache{Dir: dir, TTL: time.Hour}).Wrap("k", func(_ context.Context, info *Info) (*wire.Status, error) {
+			if info.HTTPSignature != nil {
+				return &wire.Status{HTTPSignature: signing}, nil
+			}
+			return &wire.Status{Token: "t", ExpirationTimestamp: &exp}, nil
+		})
+		ctx := context.Background()
+		asks := &Info{APIVersion: wire.V1, HTTPSignature: &wire.HTTPSignatureRequest{}}
+		for i, info := range []*Info{{APIVersion: wire.V1}, asks, asks} {
+			s, err := f(ctx, info)
+			if want := info.HTTPSignature != nil; err != nil || (s.HTTPSignature == signing) != want {
+				t.Errorf("call %d: %+v, %v; want signing material %v", i, s, err, want)
+			}
+		}
+		if files := filesHolding(t, dir, "KEYMATERIALKEYMATERIAL"); len(files) != 0 {
+			t.Errorf("the key material is on disk in %v", files)
+		}
+	})
+}
+
+// filesHolding lists the files under dir whose content contains s.
+func filesHolding(t *testing.T, dir, s string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(b), s) {
+			found = append(found, path)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return found
+}

@@ -122,3 +122,30 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestUnstorable: the one rule by which `kplug exec-cache` and the plugin SDK's Cache keep
+// key material out of storage, on decoded answers.
+func TestUnstorable(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[string]string{
+		`{"token":"t","expirationTimestamp":"2030-01-01T00:00:00Z"}`:                                                                   "",
+		`{"clientCertificateData":"c","clientKeyData":"k"}`:                                                                            "",
+		`{"httpSignature":{"keyID":"k","secret":"s"}}`:                                                                                 "it carries signing material (status.httpSignature): keys are never written down",
+		`{"clientCertificateData":"c","clientKeyData":"k","proxyConfig":{"url":"unix:///p.sock","certificate-authority-data":"Q0E="}}`: "it is an exec proxy answer: it points to a running proxy",
+		`{"token":"t","signingKey":"k","zeta":1}`:                                                                                      "it has status fields this cache does not know, which may hold keys: signingKey, zeta",
+	} {
+		s, err := wire.Parse(wire.V1, []byte(`{"apiVersion":"client.authentication.k8s.io/v1","status":`+status+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Unstorable(); got != want {
+			t.Errorf("%s: Unstorable() = %q, want %q", status, got, want)
+		}
+	}
+	if got := (&wire.Info{APIVersion: wire.V1}).Uncached(); got != "" {
+		t.Errorf("a client that does not sign: Uncached() = %q", got)
+	}
+	if got := (&wire.Info{APIVersion: wire.V1, HTTPSignature: &wire.HTTPSignatureRequest{}}).Uncached(); got == "" {
+		t.Error("a client that asks for signing material: Uncached() is empty")
+	}
+}

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kplug/kplug/internal/registrytest"
 	"github.com/kplug/kplug/test/e2e/framework"
-	"github.com/kplug/kplug/test/e2e/imagekit"
 )
 
 // The audience of the service-account token the provider gets, and the annotation a
@@ -40,13 +40,13 @@ func imageCredentialDemo(ctx context.Context, cp *framework.ControlPlane) error 
 	if err := os.MkdirAll(binDir, 0o700); err != nil {
 		return err
 	}
-	reg, err := imagekit.StartRegistry(dir)
+	reg, err := registrytest.New(dir)
 	if err != nil {
 		return err
 	}
 	defer reg.Close()
 	ref := reg.Host + "/team/app:v1"
-	pushed, err := reg.PushRandom(ctx, ref)
+	pushed, err := reg.PushRandom(ctx, ref, 512, 2)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func imageCredentialDemo(ctx context.Context, cp *framework.ControlPlane) error 
 	if err != nil {
 		return err
 	}
-	exchange := imagekit.StartTokenExchange(admin, registryAudience, reg.PullerPassword)
+	exchange := registrytest.StartTokenExchange(admin, registryAudience, reg.PullerPassword)
 	defer exchange.Close()
 	fmt.Printf("an OCI registry that wants a password: %s (image %s)\n", reg.Host, ref)
 	fmt.Printf("a token endpoint that checks service-account tokens with TokenReview: %s\n", exchange.URL)

@@ -17,14 +17,8 @@ cache=${KPLUG_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kplug/tools}
 mkdir -p "$out"
 mkdir -p -m 0700 "$cache"
 
-k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)        # e.g. v1.36.3
-minor=$(echo "$k8s" | cut -d. -f2)
-# Stamp the release into the binaries, as the upstream release build does, so that /version
-# and `kubectl version` report v1.36.3 rather than v0.0.0-master.
-k8s_ldflags=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	k8s_ldflags+=" -X $pkg.gitVersion=$k8s -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-done
+k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)                         # e.g. v1.36.3
+previous=$(cd previous && go list -m -f '{{.Version}}' k8s.io/kubernetes)     # e.g. v1.35.4
 goversion=$(go version)
 
 # on_demand tools are for make release and make release-check only, which name them: syft
@@ -65,22 +59,35 @@ place() {
 	echo "$key" >"$out/.$name.key"
 }
 
-# build NAME PKG [LDFLAGS]: a package of a module pinned in hack/tools/go.mod.
+# build NAME PKG [LDFLAGS [MODDIR]]: a package of a module pinned in hack/tools/go.mod, or in
+# the module at MODDIR (relative to hack/tools), such as previous/ for the previous minor.
 build() {
 	wanted "$1" || return 0
-	local name=$1 pkg=$2 ldflags=${3:-}
+	local name=$1 pkg=$2 ldflags=${3:-} moddir=${4:-.}
 	local key modules
-	modules=$(go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
+	modules=$(cd "$moddir" && go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
 	key=$(printf '%s\n%s\n%s\n%s\n' "$goversion" "$modules" "$pkg" "$ldflags" | sha256sum | cut -c1-32)
-	place "$name" "$key" go_build "$ldflags" "$pkg"
+	place "$name" "$key" go_build "$moddir" "$ldflags" "$pkg"
 }
 
-go_build() { # LDFLAGS PKG OUTPUT
-	go build -trimpath -ldflags "$1" -o "$3" "$2"
+go_build() { # MODDIR LDFLAGS PKG OUTPUT
+	(cd "$1" && go build -trimpath -ldflags "$2" -o "$4" "$3")
+}
+
+# k8s_ldflags VERSION: stamp a Kubernetes release into its binaries, as the upstream release
+# build does, so that /version and `kubectl version` report it rather than v0.0.0-master.
+k8s_ldflags() {
+	local version=$1 minor flags=""
+	minor=$(echo "$version" | cut -d. -f2)
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+	done
+	echo "$flags"
 }
 
 # build_release NAME PKG VERSION [LDFLAGS]: a program as its authors released it, for tests
-# that run real third-party plugins (LDFLAGS stamp what their release builds stamp). `go install PKG@VERSION` builds it from that version's own go.mod
+# that run real third-party plugins (LDFLAGS stamp what their release builds stamp).
+# `go install PKG@VERSION` builds it from that version's own go.mod
 # (no replacements, every module checked against the checksum database), so hack/tools/go.mod
 # and its k8s.io replace block never touch its dependencies, nor it theirs. That graph is
 # fixed by the version, so the Go version, package and version make the whole key.
@@ -140,8 +147,13 @@ npm_module() {
 }
 
 build etcd go.etcd.io/etcd/server/v3
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
-build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$k8s")"
+build kubectl k8s.io/kubernetes/cmd/kubectl "$(k8s_ldflags "$k8s")"
+# The mixed version proxy's tests with real controllers and real version skew (issue 16):
+# kube-controller-manager of the same pin, and kube-apiserver of the previous minor, kept
+# under its version so that the two kube-apiservers never overwrite each other.
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$(k8s_ldflags "$k8s")"
+build "kube-apiserver-$previous" k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$previous")" previous
 build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 build apidiff golang.org/x/exp/cmd/apidiff
 # Real exec credential plugins that test/e2e runs through kplug (docs/exec-credentials.md,
@@ -149,6 +161,10 @@ build apidiff golang.org/x/exp/cmd/apidiff
 # that the Go here (go.mod: 1.26) builds.
 build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
 build_release kubelogin github.com/Azure/kubelogin v0.2.21
+# A real registry client for the docker credential helper's end-to-end tests
+# (test/e2e/imagecred_clients_test.go): go-containerregistry's CLI, at the version the
+# library's go.mod requires, so that the keychain and the CLI are the same code.
+build_release crane github.com/google/go-containerregistry/cmd/crane v0.22.1
 # The release's tools (docs/development.md, "Releases"), built on demand: syft makes the
 # SBOMs of make release; krew installs its krew manifest in make release-check.
 build_release syft github.com/anchore/syft/cmd/syft v1.57.0 "-X main.version=1.57.0"

@@ -152,8 +152,23 @@ func TestWaitForLogin(t *testing.T) {
 	testWaitForLogin(t, newHarness(t))
 }
 
-// testWaitForLogin is TestWaitForLogin with h, whose storage it keeps.
-func testWaitForLogin(t *testing.T, h *harness) {
+// TestWaitForLoginAcrossAFileSwitch: the login in the terminal may switch an identity
+// file (`gcloud auth login` sets the account in the active configuration), which changes
+// the key; the waiting caller is served the login all the same.
+func TestWaitForLoginAcrossAFileSwitch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	home := t.TempDir()
+	h.opts.Command = knownPlugin(t, "gcloud")
+	h.env = []string{"HOME=" + home}
+	testWaitForLogin(t, h, func() {
+		writeIn(t, home, ".config/gcloud/configurations/config_default", "[core]\naccount = a@example.com\n")
+	})
+}
+
+// testWaitForLogin is TestWaitForLogin with h, whose storage it keeps; login, if not nil,
+// is what the person's login in the terminal does besides the plugin's run.
+func testWaitForLogin(t *testing.T, h *harness, login ...func()) {
 	h.opts.Stdin = terminal(t)
 	h.plugin.Exit(3)
 	var waiterErr bytes.Buffer
@@ -166,7 +181,7 @@ func testWaitForLogin(t *testing.T, h *harness) {
 		var out bytes.Buffer
 		o := h.opts
 		o.WaitLogin = time.Minute
-		o.Environ = append(h.plugin.Env(), infoEnv(t, false))
+		o.Environ = append(append(h.plugin.Env(), h.env...), infoEnv(t, false))
 		o.Stdout, o.Stderr, o.Client = &out, &waiterErr, kubectlA
 		o.Now = func() time.Time { return h.now }
 		err := Run(context.Background(), o)
@@ -186,14 +201,17 @@ func testWaitForLogin(t *testing.T, h *harness) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h.plugin.Exit(0)
+	for _, f := range login {
+		f()
+	}
 	// The person logs in at a terminal; the run without one failed, which does not stop it.
-	login, err := h.call(kubectlB, infoEnv(t, true))
-	if err != nil || !strings.Contains(login, "-tty=true") {
-		t.Fatalf("login in the terminal: %q, %v", login, err)
+	answer, err := h.call(kubectlB, infoEnv(t, true))
+	if err != nil || !strings.Contains(answer, "-tty=true") {
+		t.Fatalf("login in the terminal: %q, %v", answer, err)
 	}
 	r := <-done
-	if r.err != nil || r.out != login {
-		t.Fatalf("the waiting caller: %q, %v; want the terminal's login %q", r.out, r.err, login)
+	if r.err != nil || r.out != answer {
+		t.Fatalf("the waiting caller: %q, %v; want the terminal's login %q", r.out, r.err, answer)
 	}
 	if msg := waiterErr.String(); !strings.Contains(msg, "ran without a terminal") || !strings.Contains(msg, "waiting up to 1m0s for that login") {
 		t.Errorf("the waiting caller's stderr: %q", msg)

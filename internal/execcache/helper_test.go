@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,9 +27,16 @@ import (
 // wrapped plugin: the fake of internal/exectest.
 const wrapperEnv = "KPLUG_EXECCACHE_TEST_WRAPPER"
 
+// programEnv makes the test binary the kplug-exec-cache program itself (Main, as
+// cmd/kplug-exec-cache runs it: flags, the run, exit codes), with its arguments.
+const programEnv = "KPLUG_EXECCACHE_TEST_PROGRAM"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(wrapperEnv); dir != "" {
 		os.Exit(wrapperMain(dir))
+	}
+	if os.Getenv(programEnv) != "" {
+		os.Exit(programMain())
 	}
 	exectest.Main(nil)
 	goleak.VerifyTestMain(m)
@@ -77,6 +86,22 @@ func wrapperMain(cache string) int {
 	return 0
 }
 
+// programMain is cmd/kplug-exec-cache's main, but for the environment it passes on: the
+// wrapped plugin (the test binary again) must be the plugin, not the program.
+func programMain() int {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, programEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Main(ctx, "kplug-exec-cache", os.Args[1:], Process{
+		Environ: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Client: ClientOf(os.Getppid()),
+	})
+}
+
 // execInfoEnv returns the KUBERNETES_EXEC_INFO entry a client would set.
 func execInfoEnv(t *testing.T, apiVersion string, cluster *wire.Cluster, response *wire.Response) string {
 	t.Helper()
@@ -85,6 +110,17 @@ func execInfoEnv(t *testing.T, apiVersion string, cluster *wire.Cluster, respons
 		t.Fatal(err)
 	}
 	return wire.InfoEnv + "=" + string(b)
+}
+
+// knownPlugin returns a path to the fake plugin (the test binary) under the base name of a
+// plugin exec-cache knows, so that its identity rule applies.
+func knownPlugin(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.Symlink(os.Args[0], path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // harness runs the wrapper in process around a fake plugin, with a settable clock.

@@ -43,6 +43,9 @@ type identity struct {
 	name     string
 	commands []string // base names of the executable, without .exe
 	env      []string // names, or prefixes ending in '*'
+	// files are the configuration files whose content selects the identity too; nil for
+	// a plugin whose identity is in its arguments and variables only.
+	files identityFiles
 }
 
 // identities are the plugins exec-cache knows. HOME is in each: it is where their
@@ -56,6 +59,7 @@ var identities = []identity{
 		name:     "aws",
 		commands: []string{"aws-iam-authenticator", "aws"},
 		env:      []string{"HOME", "AWS_*", "KUBERNETES_AWS_AUTHENTICATOR_*", "DEFAULT_ROLE"},
+		files:    awsFiles,
 	},
 	{
 		// gke-gcloud-auth-plugin and gcloud: CLOUDSDK_CONFIG, CLOUDSDK_CORE_ACCOUNT,
@@ -63,6 +67,7 @@ var identities = []identity{
 		name:     "gcloud",
 		commands: []string{"gke-gcloud-auth-plugin", "gcloud"},
 		env:      []string{"HOME", "CLOUDSDK_*", "GOOGLE_*", "GCE_METADATA_*", "USE_GKE_GCLOUD_AUTH_PLUGIN"},
+		files:    gcloudFiles,
 	},
 	{
 		// Azure/kubelogin and az: AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_CONFIG_DIR,
@@ -73,7 +78,9 @@ var identities = []identity{
 		name:     "azure",
 		commands: []string{"kubelogin", "az"},
 		env: []string{"HOME", "KUBECACHEDIR", "AZURE_*", "AAD_*", "ARM_*", "AZURESUBSCRIPTION_*", "SYSTEM_ACCESSTOKEN",
-			"SYSTEM_OIDCREQUESTURI", "ACTIONS_ID_TOKEN_REQUEST_*", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_*", "IMDS_ENDPOINT"},
+			"SYSTEM_OIDCREQUESTURI", "ACTIONS_ID_TOKEN_REQUEST_*", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_*", "IMDS_ENDPOINT",
+			"AZD_CONFIG_DIR"},
+		files: azureFiles,
 	},
 	{
 		// int128/kubelogin as a kubectl plugin: the issuer and client are arguments; the
@@ -107,8 +114,11 @@ type keyDoc struct {
 	Args    []string `json:"args"`
 	// Rule says how Env was chosen: "environment" (all of it but IgnoredEnv), or the
 	// identity variables of a known plugin ("aws", ...) and/or the user's ("declared").
-	Rule       string        `json:"rule"`
-	Env        []string      `json:"env"`
+	Rule string   `json:"rule"`
+	Env  []string `json:"env"`
+	// Files are "path=digest" of a known plugin's identity files (identityFiles,
+	// fileDigest), so that switching identity through a file gives another entry.
+	Files      []string      `json:"files,omitempty"`
 	APIVersion string        `json:"apiVersion"`
 	Cluster    *wire.Cluster `json:"cluster,omitempty"`
 }
@@ -128,13 +138,17 @@ type KeyEnv struct {
 
 // Key is the cache key of one answer: a hash of the wrapped command's resolved path and
 // arguments, the environment variables that choose whose credential it returns (KeyEnv),
-// the API version the client asked for, and the cluster the client sent
-// (provideClusterInfo). Two clusters the client tells apart never share an entry, and no
-// environment value is stored anywhere but in the hash.
+// for a plugin exec-cache knows the content of the files that choose it too (a digest of
+// each, read on every call), the API version the client asked for, and the cluster the
+// client sent (provideClusterInfo). Two clusters the client tells apart never share an
+// entry, and no environment value or file content is stored anywhere but in the hash.
 func Key(path string, args, env []string, info *wire.Info, sel KeyEnv) string {
-	rule, names := "environment", []string(nil)
+	rule, names, files := "environment", []string(nil), []string(nil)
 	if id := identityOf(path); id != nil {
 		rule, names = id.name, id.env
+		if id.files != nil {
+			files = fileDigests(id.files(func(name string) string { return lookupEnv(env, name) }))
+		}
 	}
 	if len(sel.Declare) > 0 {
 		if names == nil {
@@ -150,6 +164,7 @@ func Key(path string, args, env []string, info *wire.Info, sel KeyEnv) string {
 		Args:       args,
 		Rule:       rule,
 		Env:        keyEnv(env, names, sel.Ignore),
+		Files:      files,
 		APIVersion: info.APIVersion,
 		Cluster:    info.Cluster,
 	}

@@ -1,6 +1,9 @@
 package execcache
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kplug/kplug/execcred/wire"
@@ -137,5 +140,285 @@ func TestKeyIdentity(t *testing.T) {
 	env := []string{"CORP_USER=u"}
 	if Key("/opt/corp/login", nil, env, info, KeyEnv{}) == Key("/opt/corp/login", nil, env, info, KeyEnv{Declare: []string{"CORP_USER"}}) {
 		t.Error("keying on the environment and on declared variables gave the same key")
+	}
+}
+
+// TestKeyIdentityFiles: for the plugins exec-cache knows, switching identity through a
+// file (`gcloud config set account`, `gcloud config configurations activate`, `az account
+// set`, an edit of ~/.aws/config or ~/.aws/credentials under the same AWS_PROFILE) gives
+// another key, while a terminal and a desktop of one user, reading the same files, still
+// share one. The files are written as the CLIs write them (gcloud's checked against Google
+// Cloud SDK 528: TestKeyFollowsRealCLIs).
+func TestKeyIdentityFiles(t *testing.T) {
+	t.Parallel()
+	info := &wire.Info{APIVersion: wire.V1}
+	type step struct {
+		name string
+		do   func(t *testing.T, home string) // changes files under home
+		same bool                            // the key stays the same
+	}
+	tests := []struct {
+		plugin string
+		env    func(home string) []string
+		setup  func(t *testing.T, home string)
+		steps  []step
+	}{
+		{
+			plugin: "/usr/bin/aws-iam-authenticator",
+			env:    func(home string) []string { return []string{"HOME=" + home, "AWS_PROFILE=prod"} },
+			setup: func(t *testing.T, home string) {
+				writeIn(t, home, ".aws/config", "[profile prod]\nrole_arn = arn:aws:iam::1:role/admin\nsource_profile = base\n")
+				writeIn(t, home, ".aws/credentials", "[base]\naws_access_key_id = AKIA1\naws_secret_access_key = s1\n")
+			},
+			steps: []step{
+				{"the profile's role edited", func(t *testing.T, home string) {
+					writeIn(t, home, ".aws/config", "[profile prod]\nrole_arn = arn:aws:iam::1:role/viewer\nsource_profile = base\n")
+				}, false},
+				{"the source profile's keys replaced", func(t *testing.T, home string) {
+					writeIn(t, home, ".aws/credentials", "[base]\naws_access_key_id = AKIA2\naws_secret_access_key = s2\n")
+				}, false},
+				{"the file rewritten unchanged", func(t *testing.T, home string) {
+					writeIn(t, home, ".aws/credentials", "[base]\naws_access_key_id = AKIA2\naws_secret_access_key = s2\n")
+				}, true},
+				{"credentials removed", func(t *testing.T, home string) { removeIn(t, home, ".aws/credentials") }, false},
+				{"credentials back, empty", func(t *testing.T, home string) { writeIn(t, home, ".aws/credentials", "") }, false},
+			},
+		},
+		{
+			plugin: "/usr/local/bin/aws",
+			env: func(home string) []string {
+				return []string{"HOME=" + home, "AWS_CONFIG_FILE=~/work/aws-config", "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "work", "aws-creds")}
+			},
+			setup: func(t *testing.T, home string) {
+				writeIn(t, home, "work/aws-config", "[default]\nregion = eu-west-1\n")
+				writeIn(t, home, "work/aws-creds", "[default]\naws_access_key_id = AKIA1\n")
+			},
+			steps: []step{
+				{"~/.aws/config edited, which AWS_CONFIG_FILE overrides", func(t *testing.T, home string) {
+					writeIn(t, home, ".aws/config", "[default]\nregion = us-east-1\n")
+				}, true},
+				{"$AWS_CONFIG_FILE (with ~) edited", func(t *testing.T, home string) {
+					writeIn(t, home, "work/aws-config", "[default]\nrole_arn = arn:aws:iam::1:role/x\n")
+				}, false},
+				{"$AWS_SHARED_CREDENTIALS_FILE edited", func(t *testing.T, home string) {
+					writeIn(t, home, "work/aws-creds", "[default]\naws_access_key_id = AKIA2\n")
+				}, false},
+			},
+		},
+		{
+			plugin: "/usr/lib/google-cloud-sdk/bin/gke-gcloud-auth-plugin",
+			env:    func(home string) []string { return []string{"HOME=" + home} },
+			setup: func(t *testing.T, home string) {
+				writeIn(t, home, ".config/gcloud/active_config", "default")
+				writeIn(t, home, ".config/gcloud/configurations/config_default", "[core]\naccount = a@example.com\n")
+				writeIn(t, home, ".config/gcloud/configurations/config_prod", "[core]\naccount = p@example.com\n")
+			},
+			steps: []step{
+				{"gcloud config set account", func(t *testing.T, home string) {
+					writeIn(t, home, ".config/gcloud/configurations/config_default", "[core]\naccount = b@example.com\n")
+				}, false},
+				{"gcloud config configurations activate prod", func(t *testing.T, home string) {
+					writeIn(t, home, ".config/gcloud/active_config", "prod")
+				}, false},
+				{"an inactive configuration edited", func(t *testing.T, home string) {
+					writeIn(t, home, ".config/gcloud/configurations/config_default", "[core]\naccount = c@example.com\n")
+				}, true},
+				{"gcloud's own token databases written", func(t *testing.T, home string) {
+					writeIn(t, home, ".config/gcloud/access_tokens.db", "tokens")
+					writeIn(t, home, ".config/gcloud/credentials.db", "refresh tokens")
+				}, true},
+				{"gcloud auth application-default login", func(t *testing.T, home string) {
+					writeIn(t, home, ".config/gcloud/application_default_credentials.json", `{"type":"authorized_user","refresh_token":"r"}`)
+				}, false},
+				{"an invalid active_config (gcloud uses default)", func(t *testing.T, home string) {
+					writeIn(t, home, ".config/gcloud/active_config", "../../etc/x")
+				}, false},
+				{"active_config removed: default still", func(t *testing.T, home string) { removeIn(t, home, ".config/gcloud/active_config") }, true},
+			},
+		},
+		{
+			plugin: "/usr/bin/gcloud",
+			env: func(home string) []string {
+				return []string{"HOME=" + home, "CLOUDSDK_CONFIG=" + filepath.Join(home, "gc"), "CLOUDSDK_ACTIVE_CONFIG_NAME=ci"}
+			},
+			setup: func(t *testing.T, home string) {
+				writeIn(t, home, "gc/configurations/config_ci", "[core]\naccount = ci@example.com\n")
+			},
+			steps: []step{
+				{"active_config edited, which CLOUDSDK_ACTIVE_CONFIG_NAME overrides", func(t *testing.T, home string) {
+					writeIn(t, home, "gc/active_config", "other")
+				}, true},
+				{"~/.config/gcloud's configuration edited, which CLOUDSDK_CONFIG overrides", func(t *testing.T, home string) {
+					writeIn(t, home, ".config/gcloud/configurations/config_ci", "[core]\naccount = x@example.com\n")
+				}, true},
+				{"the account set in $CLOUDSDK_CONFIG", func(t *testing.T, home string) {
+					writeIn(t, home, "gc/configurations/config_ci", "[core]\naccount = ci2@example.com\n")
+				}, false},
+			},
+		},
+		{
+			plugin: "/usr/bin/kubelogin",
+			env:    func(home string) []string { return []string{"HOME=" + home} },
+			setup: func(t *testing.T, home string) {
+				writeIn(t, home, ".azure/azureProfile.json", `{"subscriptions":[{"id":"s1","isDefault":true,"user":{"name":"a@x"}},{"id":"s2","isDefault":false,"user":{"name":"b@x"}}]}`)
+			},
+			steps: []step{
+				{"az account set", func(t *testing.T, home string) {
+					writeIn(t, home, ".azure/azureProfile.json", `{"subscriptions":[{"id":"s1","isDefault":false,"user":{"name":"a@x"}},{"id":"s2","isDefault":true,"user":{"name":"b@x"}}]}`)
+				}, false},
+				{"az cloud set", func(t *testing.T, home string) {
+					writeIn(t, home, ".azure/config", "[cloud]\nname = AzureChinaCloud\n")
+				}, false},
+				{"kubelogin's own token cache written", func(t *testing.T, home string) {
+					writeIn(t, home, ".kube/cache/kubelogin/auth.json", `{"username":"a@x"}`)
+				}, true},
+				{"azd auth login", func(t *testing.T, home string) {
+					writeIn(t, home, ".azd/auth.json", `{"auth":{"account":{"currentUser":{"homeAccountId":"h2"}}}}`)
+				}, false},
+			},
+		},
+		{
+			plugin: "/home/u/bin/kubectl-oidc_login", // issuer and client are arguments
+			env:    func(home string) []string { return []string{"HOME=" + home} },
+			setup:  func(*testing.T, string) {},
+			steps: []step{
+				{"its token cache written", func(t *testing.T, home string) { writeIn(t, home, ".kube/cache/oidc-login/abc", `{"id_token":"x"}`) }, true},
+				{"another plugin's configuration", func(t *testing.T, home string) { writeIn(t, home, ".aws/config", "[default]\n") }, true},
+			},
+		},
+		{
+			plugin: "/opt/corp/login", // unknown: the whole environment, no files
+			env:    func(home string) []string { return []string{"HOME=" + home} },
+			setup:  func(*testing.T, string) {},
+			steps: []step{
+				{"a known plugin's configuration", func(t *testing.T, home string) { writeIn(t, home, ".aws/config", "[default]\n") }, true},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.plugin), func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			tt.setup(t, home)
+			// A terminal and a desktop of the same user, reading the same files.
+			terminal := append(tt.env(home), "TERM=xterm", "PWD=/src", "SHELL=/bin/zsh")
+			desktop := append(tt.env(home), "XDG_CURRENT_DESKTOP=GNOME", "VSCODE_PID=1")
+			key := func(env []string) string { return Key(tt.plugin, []string{"get-token"}, env, info, KeyEnv{}) }
+			before := key(terminal)
+			known := identityOf(tt.plugin) != nil
+			if got := key(desktop); (got == before) != known {
+				t.Fatalf("terminal and desktop: same key %v, want %v", got == before, known)
+			}
+			for _, s := range tt.steps {
+				s.do(t, home)
+				after := key(terminal)
+				if (after == before) != s.same {
+					t.Errorf("%s: same key %v, want %v", s.name, after == before, s.same)
+				}
+				if known && key(desktop) != after {
+					t.Errorf("%s: the terminal and the desktop no longer share a key", s.name)
+				}
+				before = after
+			}
+		})
+	}
+}
+
+// TestKeyIdentityFileLimits: an identity file is read without blocking and within bounds,
+// whatever it is: a link is followed (to a dotfiles repository) but only to a regular
+// file, a FIFO or a device counts as such without being read, and a huge file counts by
+// its first maxIdentityFile bytes and its size.
+func TestKeyIdentityFileLimits(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "config")
+	writeIn(t, dir, "config", "[default]\n")
+	if got, want := fileDigest(regular), "4f6d719ab4ce4637e9ff1e09b20153a332f99ff0cb61ee694169258759e23b32"; got != want { // sha256sum of the file
+		t.Errorf("a regular file: digest %q, want %q", got, want)
+	}
+	linked := filepath.Join(dir, "linked")
+	if err := os.Symlink(regular, linked); err != nil {
+		t.Fatal(err)
+	}
+	if fileDigest(linked) != fileDigest(regular) {
+		t.Error("a link to the file does not count as the file")
+	}
+	if got := fileDigest(filepath.Join(dir, "missing")); got != "" {
+		t.Errorf("a missing file: %q, want the empty digest", got)
+	}
+	writeIn(t, dir, "empty", "")
+	if got := fileDigest(filepath.Join(dir, "empty")); got == "" {
+		t.Error("an empty file counts as a missing one")
+	}
+	if got := fileDigest(dir); got != digestNotRegular {
+		t.Errorf("a directory: %q", got)
+	}
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxIdentityFile + 1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	first := fileDigest(big)
+	if err := os.Truncate(big, maxIdentityFile+2); err != nil {
+		t.Fatal(err)
+	}
+	if first == "" || first == digestUnreadable || fileDigest(big) == first {
+		t.Errorf("a file over the limit: %q, then %q after it grew", first, fileDigest(big))
+	}
+	testIdentityFileSpecial(t, dir)
+}
+
+func writeIn(t *testing.T, dir, name, content string) {
+	t.Helper()
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeIn(t *testing.T, dir, name string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, filepath.FromSlash(name))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkKey is the key's cost on every call: for an unknown plugin (the environment
+// only), and for known plugins whose identity files exist, as on a configured desktop
+// (each read and hashed on every call).
+func BenchmarkKey(b *testing.B) {
+	home := b.TempDir()
+	profile := `{"subscriptions":[` + strings.Repeat(`{"id":"00000000-0000-0000-0000-000000000000","name":"subscription","state":"Enabled","user":{"name":"someone@example.com","type":"user"},"isDefault":false,"tenantId":"00000000-0000-0000-0000-000000000000","environmentName":"AzureCloud"},`, 20) + `{}]}`
+	for name, content := range map[string]string{
+		".aws/config":                                  strings.Repeat("[profile p]\nrole_arn = arn:aws:iam::123456789012:role/admin\nsource_profile = base\nregion = eu-west-1\n\n", 10),
+		".aws/credentials":                             "[base]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = secret\n",
+		".config/gcloud/active_config":                 "default",
+		".config/gcloud/configurations/config_default": "[core]\naccount = someone@example.com\nproject = p\n",
+		".azure/azureProfile.json":                     profile,
+		".azure/config":                                "[cloud]\nname = AzureCloud\n",
+	} {
+		path := filepath.Join(home, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "HOME="+home, "AWS_PROFILE=p")
+	info := &wire.Info{APIVersion: wire.V1}
+	for _, plugin := range []string{"/opt/corp/login", "/usr/bin/aws-iam-authenticator", "/usr/bin/gke-gcloud-auth-plugin", "/usr/bin/kubelogin"} {
+		b.Run(filepath.Base(plugin), func(b *testing.B) {
+			for b.Loop() {
+				Key(plugin, []string{"token"}, env, info, KeyEnv{})
+			}
+		})
 	}
 }

@@ -145,10 +145,8 @@ func Run(ctx context.Context, o Options) error {
 		}
 	case info == nil:
 		log.Warn("exec-cache: " + wire.InfoEnv + " is not set, so no client ran this; running the plugin without the cache")
-	case info.HTTPSignature != nil:
-		// The answer is a signing key (KEP-6308), which is never written down, and an entry
-		// stored for a client that did not ask for one is not the answer to this call.
-		log.Debug("exec-cache: the client asks for signing material (spec.httpSignature), which is never cached; running the plugin without the cache")
+	case info.Uncached() != "":
+		log.Debug("exec-cache: " + info.Uncached() + "; running the plugin without the cache")
 		source.interactive = info.Interactive
 	default:
 		source.interactive = info.Interactive
@@ -360,18 +358,8 @@ func (o *Options) store(ctx context.Context, v *vault, id string, locked *diskst
 		log.Warn("exec-cache: not caching the answer: it is not a valid ExecCredential", "err", err)
 		return
 	}
-	if status.ProxyConfig != nil {
-		log.Debug("exec-cache: not caching an exec proxy answer: it points to a running proxy")
-		return
-	}
-	if status.HTTPSignature != nil {
-		log.Debug("exec-cache: not caching signing material (status.httpSignature): keys are never written down")
-		return
-	}
-	if len(status.Unknown) > 0 {
-		// Signing keys (KEP-6308) and whatever else a newer plugin returns: what exec-cache
-		// cannot tell harmless is never written down.
-		log.Debug("exec-cache: not caching an answer with status fields it does not know", "fields", status.Unknown)
+	if why := status.Unstorable(); why != "" {
+		log.Debug("exec-cache: not caching the answer: " + why)
 		return
 	}
 	var expiration *time.Time
@@ -483,7 +471,9 @@ func (d *diskCache) afterFailure(ctx context.Context, err error) ([]byte, error)
 			return nil, err
 		case <-tick.C:
 		}
-		if out := d.peek(ctx, store, d.key); out != nil {
+		// The key again: the login may have switched an identity file (`gcloud auth
+		// login` sets the account), and then its answer is stored under the new key.
+		if out := d.peek(ctx, store, Key(d.path, o.Args, o.Environ, d.info, o.KeyEnv)); out != nil {
 			return out, nil
 		}
 	}

@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 )
 
+// ErrNotRegular is wrapped by the errors of Open, OpenFile and OpenLinked for a path that
+// is not a regular file (a FIFO, a device, a directory).
+var ErrNotRegular = errors.New("not a regular file")
+
 // Ensure makes dir a private directory: it creates a missing dir (and missing parents)
 // with mode 0700, or checks an existing one. An existing dir must be a directory, not a
 // symbolic link, and owned by the effective user. If group or others may read or enter it
@@ -86,7 +90,21 @@ func OpenFile(path string, flag int) (*os.File, error) {
 	if flag&os.O_CREATE != 0 {
 		return nil, errors.New("privdir: OpenFile does not create files; use Create")
 	}
-	f, err := os.OpenFile(path, flag|noFollow|nonBlock, 0) //nolint:gosec // a checked directory; links are not followed
+	return openRegular(path, flag|noFollow)
+}
+
+// OpenLinked opens for reading a file of the user's that kplug only reads, such as another
+// program's configuration, which people often keep elsewhere and link to (a dotfiles
+// manager's links in the home directory): a symbolic link is followed, but only to a
+// regular file, and a FIFO or device is refused without blocking on it. Bound what you
+// read from it: the file is not kplug's.
+func OpenLinked(path string) (*os.File, error) {
+	return openRegular(path, os.O_RDONLY)
+}
+
+// openRegular opens path with flag if it is a regular file, without blocking on a FIFO.
+func openRegular(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|nonBlock, 0) //nolint:gosec // callers choose whether links are followed, and the file must be regular
 	if err != nil {
 		if isLoop(err) {
 			return nil, fmt.Errorf("%s is a symbolic link, which is not followed", path)
@@ -100,7 +118,7 @@ func OpenFile(path string, flag int) (*os.File, error) {
 	}
 	if !info.Mode().IsRegular() {
 		_ = f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%v)", path, info.Mode().Type())
+		return nil, fmt.Errorf("%s is %w (%v)", path, ErrNotRegular, info.Mode().Type())
 	}
 	if err := clearNonBlock(f); err != nil {
 		_ = f.Close()

@@ -3,6 +3,7 @@
 package privdir
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,6 +145,50 @@ func TestOpenRefusesNonRegular(t *testing.T) {
 	}
 	_, err = ReadFile(target, 5)
 	wantErr(t, err, "larger than 5 bytes")
+}
+
+// OpenLinked follows a link, as a dotfiles manager's, but only to a regular file: a link
+// to a FIFO is refused without blocking, and one to a device too.
+func TestOpenLinked(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("config"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, to := range map[string]string{"link": target, "to-fifo": fifo, "to-device": os.DevNull} {
+		if err := os.Symlink(to, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := OpenLinked(filepath.Join(dir, "link"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || string(b) != "config" {
+		t.Errorf("through the link: %q, %v", b, err)
+	}
+	for _, name := range []string{"to-fifo", "to-device"} {
+		done := make(chan error, 1)
+		go func() {
+			f, err := OpenLinked(filepath.Join(dir, name))
+			if err == nil {
+				f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			wantErr(t, err, "is not a regular file")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("OpenLinked blocked on %s", name)
+		}
+	}
 }
 
 func mustMkdir(t *testing.T, dir string, mode os.FileMode) {

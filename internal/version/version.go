@@ -15,6 +15,11 @@ var Version = ""
 // pins the same k8s.io/kubernetes version (a unit test keeps the two in step).
 const Kubernetes = "v1.36.3"
 
+// KubernetesPrevious is the previous minor release, which the mixed version proxy's
+// version-skew tests run beside Kubernetes; hack/tools/previous/go.mod pins it (a unit test
+// keeps the two in step).
+const KubernetesPrevious = "v1.35.4"
+
 // Info is what `kplug version` reports.
 type Info struct {
 	Kplug      string `json:"kplug"`

@@ -7,19 +7,24 @@ import (
 	"testing"
 )
 
-// The version we claim to be tested against must be the one `make tools` builds.
+// The versions we claim to be tested against must be the ones `make tools` builds.
 func TestKubernetesMatchesPinnedTools(t *testing.T) {
 	t.Parallel()
-	mod, err := os.ReadFile("../../hack/tools/go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)`).FindSubmatch(mod)
-	if m == nil {
-		t.Fatal("hack/tools/go.mod does not require k8s.io/kubernetes")
-	}
-	if string(m[1]) != Kubernetes {
-		t.Errorf("hack/tools pins k8s.io/kubernetes %s, version.Kubernetes says %s", m[1], Kubernetes)
+	for file, want := range map[string]string{
+		"../../hack/tools/go.mod":          Kubernetes,
+		"../../hack/tools/previous/go.mod": KubernetesPrevious,
+	} {
+		mod, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)`).FindSubmatch(mod)
+		if m == nil {
+			t.Fatalf("%s does not require k8s.io/kubernetes", file)
+		}
+		if string(m[1]) != want {
+			t.Errorf("%s pins k8s.io/kubernetes %s, internal/version says %s", file, m[1], want)
+		}
 	}
 }
 

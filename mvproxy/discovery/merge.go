@@ -17,21 +17,32 @@ type ServerGroups struct {
 // Merge returns the peer-aggregated /apis document of a server whose own document is
 // local. Peers only add what the local server lacks, and never change what it serves:
 //
-//   - every group local lists comes first, in local's order, exactly as local lists it:
-//     a peer can neither add a version or resource to it nor reorder its versions (which
-//     would change the preferred version clients use);
+//   - every group local lists comes first, in local's order, with its versions exactly
+//     as local lists them: a peer can neither add a version to it nor reorder its
+//     versions (which would change the preferred version clients use);
+//   - in each version local serves, local's resources come first, exactly as local lists
+//     them; after them come the resources peers list in the same group and version that
+//     local lacks (a resource new in that version, as MutatingAdmissionPolicy in
+//     admissionregistration.k8s.io/v1 is new in 1.36), so that clients of an older
+//     server find a newer server's resources during an upgrade;
 //   - then the groups that only peers serve, so that the local server's groups keep
 //     priority wherever clients resolve a resource name or short name by group order;
-//   - among those, peers are taken in order of ID; groups and versions keep every peer's
+//   - among peers, peers are taken in order of ID; groups and versions keep every peer's
 //     relative order where the peers agree, and where they disagree the name seen first
 //     wins; a resource listed by several peers takes its fields from the first, with the
 //     union of verbs (sorted) and of subresources (sorted by name); a version is Current
 //     if any peer has it Current.
 //
-// When no peer adds a group, the result lists exactly local's groups. Merge does not
+// When no peer adds anything, the result lists exactly local's groups. Merge does not
 // modify its inputs; the result may share entries with them. It is safe to call
 // concurrently.
 func Merge(local *apidiscoveryv2.APIGroupDiscoveryList, peers []ServerGroups) *apidiscoveryv2.APIGroupDiscoveryList {
+	out, _ := merge(local, peers)
+	return out
+}
+
+// merge is Merge, and reports whether peers added anything to local.
+func merge(local *apidiscoveryv2.APIGroupDiscoveryList, peers []ServerGroups) (*apidiscoveryv2.APIGroupDiscoveryList, bool) {
 	out := &apidiscoveryv2.APIGroupDiscoveryList{}
 	out.Kind, out.APIVersion = listKind, listGroup+"/"+listVersion
 	localNames := map[string]bool{}
@@ -45,12 +56,14 @@ func Merge(local *apidiscoveryv2.APIGroupDiscoveryList, peers []ServerGroups) *a
 	slices.SortFunc(peers, func(a, b ServerGroups) int { return cmp.Compare(a.ID, b.ID) })
 
 	byName := map[string][]*apidiscoveryv2.APIGroupDiscovery{}
+	inLocal := map[string][]*apidiscoveryv2.APIGroupDiscovery{}
 	var orders [][]string
 	for _, s := range peers {
 		var order []string
 		for j := range s.Groups.Items {
 			g := &s.Groups.Items[j]
 			if localNames[g.Name] {
+				inLocal[g.Name] = append(inLocal[g.Name], g)
 				continue
 			}
 			order = append(order, g.Name)
@@ -58,13 +71,61 @@ func Merge(local *apidiscoveryv2.APIGroupDiscoveryList, peers []ServerGroups) *a
 		}
 		orders = append(orders, order)
 	}
+	added := false
+	for i := range out.Items {
+		if g, ok := addPeerResources(&out.Items[i], inLocal[out.Items[i].Name]); ok {
+			out.Items[i], added = g, true
+		}
+	}
 	if len(byName) == 0 {
-		return out
+		return out, added
 	}
 	for _, name := range mergeOrder(orders) {
 		out.Items = append(out.Items, mergeGroup(byName[name]))
 	}
-	return out
+	return out, true
+}
+
+// addPeerResources returns local with, in each of its versions, the resources peers
+// list in that version and local does not, after local's own; ok is false when peers
+// add nothing. Versions only peers serve are left out, and local's resources are never
+// changed.
+func addPeerResources(local *apidiscoveryv2.APIGroupDiscovery, peers []*apidiscoveryv2.APIGroupDiscovery) (apidiscoveryv2.APIGroupDiscovery, bool) {
+	if len(peers) == 0 {
+		return *local, false
+	}
+	out := *local
+	out.Versions = slices.Clone(local.Versions)
+	ok := false
+	for i := range out.Versions {
+		v := &out.Versions[i]
+		var theirs []*apidiscoveryv2.APIVersionDiscovery
+		for _, g := range peers {
+			for j := range g.Versions {
+				if g.Versions[j].Version == v.Version {
+					theirs = append(theirs, &g.Versions[j])
+				}
+			}
+		}
+		if len(theirs) == 0 {
+			continue
+		}
+		mine := map[string]bool{}
+		for _, r := range v.Resources {
+			mine[r.Resource] = true
+		}
+		var extra []apidiscoveryv2.APIResourceDiscovery
+		for _, r := range mergeVersion(theirs).Resources {
+			if !mine[r.Resource] {
+				extra = append(extra, r)
+			}
+		}
+		if len(extra) > 0 {
+			v.Resources = append(slices.Clone(v.Resources), extra...)
+			ok = true
+		}
+	}
+	return out, ok
 }
 
 func mergeGroup(gs []*apidiscoveryv2.APIGroupDiscovery) apidiscoveryv2.APIGroupDiscovery {

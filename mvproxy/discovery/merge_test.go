@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -62,9 +63,13 @@ func TestMergeResourcesOfPeerOnlyGroups(t *testing.T) {
 	if diff := cmp.Diff([]string{"batch", "apps"}, groupNames(got)); diff != "" {
 		t.Fatalf("groups (-want +got):\n%s", diff)
 	}
-	// batch is the local server's, as it lists it: no cronjobs from peer b.
-	if diff := cmp.Diff(local.Items[0], got.Items[0]); diff != "" {
-		t.Errorf("local batch group changed (-want +got):\n%s", diff)
+	// batch is the local server's, as it lists it, with peer b's cronjobs, which it
+	// lacks, after its own jobs.
+	want := local.Items[0]
+	want.Versions = []apidiscoveryv2.APIVersionDiscovery{local.Items[0].Versions[0]}
+	want.Versions[0].Resources = append(slices.Clone(want.Versions[0].Resources), b.Items[1].Versions[0].Resources[0])
+	if diff := cmp.Diff(want, got.Items[0]); diff != "" {
+		t.Errorf("local batch group (-want +got):\n%s", diff)
 	}
 	apps := got.Items[1]
 	if len(apps.Versions) != 2 || apps.Versions[0].Version != "v1" || apps.Versions[1].Version != "v2" {
@@ -144,13 +149,15 @@ func TestParseRejects(t *testing.T) {
 }
 
 // FuzzDiscovery parses arbitrary documents; whatever parses must merge, whatever the order
-// of the peers, into a document that keeps the local groups exactly and serves every
-// resource of every group only peers list.
+// of the peers, into a document that keeps the local groups first with their versions in
+// order, each local version's resources first and unchanged, and serves every resource
+// peers list except in versions of local groups that the local server does not serve.
 func FuzzDiscovery(f *testing.F) {
 	seed, _ := json.Marshal(discoverytest.Document("apps/v1/deployments", "batch/v1/jobs", "batch/v2/jobs").Groups)
 	peer, _ := json.Marshal(discoverytest.Document("apps/v2/deployments", "apps/v1/deployments", "x.io/v1/a").Groups)
 	f.Add(seed, []byte(`{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"batch"},"versions":[{"version":"v1","resources":[{"resource":"cronjobs","verbs":["get"]}]}]}]}`), peer)
 	f.Add([]byte(`{}`), []byte(`null`), []byte(``))
+	f.Add(seed, []byte(`{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"apps"},"versions":[{"version":"v1","resources":[{"resource":"deployments","verbs":["get"],"subresources":[{"subresource":"scale","verbs":["get"]}]}]}]}]}`), peer)
 	f.Fuzz(func(t *testing.T, l, a, b []byte) {
 		local, errL := discovery.Parse(l)
 		la, errA := discovery.Parse(a)
@@ -168,17 +175,34 @@ func FuzzDiscovery(f *testing.F) {
 		if _, err := discovery.Parse(j1); err != nil {
 			t.Fatalf("merged document does not parse: %v", err)
 		}
-		if !cmp.Equal(local.Items, m1.Items[:len(local.Items)]) {
-			t.Fatalf("merge changed the local groups")
-		}
+		localVersions := map[string]bool{} // group/version
 		localGroups := map[string]bool{}
-		for _, g := range local.Items {
+		for i, g := range local.Items {
+			got := m1.Items[i]
+			if got.Name != g.Name || len(got.Versions) != len(g.Versions) {
+				t.Fatalf("merge changed local group %s: %+v", g.Name, got)
+			}
+			for j, v := range g.Versions {
+				w := got.Versions[j]
+				if w.Version != v.Version || w.Freshness != v.Freshness || len(w.Resources) < len(v.Resources) ||
+					!cmp.Equal(v.Resources, w.Resources[:len(v.Resources)]) {
+					t.Fatalf("merge changed local version %s/%s: %+v", g.Name, v.Version, w)
+				}
+				localVersions[g.Name+"/"+v.Version] = true
+			}
 			localGroups[g.Name] = true
 		}
-		merged := discovery.NewDocument(m1, nil)
+		merged, localDoc := discovery.NewDocument(m1, nil), discovery.NewDocument(local, nil)
 		for _, l := range []*apidiscoveryv2.APIGroupDiscoveryList{la, lb} {
 			for g := range discovery.Served(discovery.NewDocument(l, nil)) {
-				if !localGroups[g.Group] && !merged.Serves(g) {
+				// A subresource of a resource the local server lists is left out with the
+				// rest of what peers say of that resource (requests for it are routed to
+				// a peer that lists it all the same).
+				parent, _, isSub := strings.Cut(g.Resource, "/")
+				if isSub && localDoc.Serves(discovery.GVR{Group: g.Group, Version: g.Version, Resource: parent}) {
+					continue
+				}
+				if (!localGroups[g.Group] || localVersions[g.Group+"/"+g.Version]) && !merged.Serves(g) {
 					t.Fatalf("merge lost %v", g)
 				}
 			}

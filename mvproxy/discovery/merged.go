@@ -22,7 +22,7 @@ import (
 // the peers' groups into it (see Merge), or reuses the last merge while neither the local
 // document nor the peers' generation changed.
 //
-// When no peer adds a group the answer is the local document with the local server's own
+// When no peer adds anything the answer is the local document with the local server's own
 // ETag; otherwise the ETag is computed as kube-apiserver computes it (see Encode). Either
 // way it answers If-None-Match with 304.
 //
@@ -152,9 +152,9 @@ func (h *MergedHandler) merge(localETag string, localBody []byte, generation uin
 		return nil
 	}
 	e := &mergedEntry{localETag: localETag, local: bytes.Clone(localBody), generation: generation}
-	merged := Merge(local, peers)
+	merged, added := merge(local, peers)
 	e.list = merged
-	if len(merged.Items) == len(local.Items) && localETag != "" {
+	if !added && localETag != "" {
 		e.body, e.etag = e.local, localETag
 	} else if e.body, e.etag, err = Encode(merged); err != nil {
 		h.logger().Error("encoding merged discovery", "err", err)

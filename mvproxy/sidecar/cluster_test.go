@@ -231,12 +231,22 @@ func (c *testCluster) startNode(t testing.TB, name string, doc *discovery.Docume
 // the cluster CA.
 func (c *testCluster) startBackend(t testing.TB, name string, doc *discovery.Document) *backend {
 	t.Helper()
+	return c.startBackendOn(t, name, doc, "127.0.0.1:0")
+}
+
+// startBackendOn is startBackend listening on addr.
+func (c *testCluster) startBackendOn(t testing.TB, name string, doc *discovery.Document, addr string) *backend {
+	t.Helper()
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := &backend{
 		name: name, doc: doc, frontProxyCAs: c.frontCA.Pool(),
 		tokens:    map[string]string{tokenBob: "bob", tokenSidecar: "sidecar"},
 		watchStep: make(chan struct{}),
 	}
-	b.srv = httptest.NewUnstartedServer(b)
+	b.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}}
 	b.srv.TLS = &tls.Config{Certificates: []tls.Certificate{servingCert(t, c.clusterCA)}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)

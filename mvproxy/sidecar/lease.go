@@ -28,6 +28,10 @@ const (
 	LeaseLabelValue = "kplug-peerproxy"
 	// AddressAnnotation holds the host:port where the sidecar serves its peers.
 	AddressAnnotation = "peerproxy.kplug.io/address"
+	// DiscoveryAnnotation changes whenever what the sidecar's apiserver serves changes
+	// (during an upgrade, when it restarts as another version), so that peers read its
+	// discovery again at once rather than at their next periodic refresh.
+	DiscoveryAnnotation = "peerproxy.kplug.io/discovery-generation"
 )
 
 // LeaseKeeper keeps the sidecar's identity Lease: it removes a leftover Lease of its own
@@ -40,7 +44,12 @@ type LeaseKeeper struct {
 	Name      string
 	Address   string // host:port
 	Duration  time.Duration
-	Logger    *slog.Logger
+	// Discovery, if set, gives the value of DiscoveryAnnotation.
+	Discovery func() string
+	// RenewNow, if set, makes Run renew the Lease at once whenever it receives, so that
+	// peers see a new Discovery value without waiting for the next renewal.
+	RenewNow <-chan struct{}
+	Logger   *slog.Logger
 
 	holderOnce sync.Once
 	holder     string
@@ -82,6 +91,7 @@ func (k *LeaseKeeper) Run(ctx context.Context) {
 			}
 			return
 		case <-renew.C:
+		case <-k.RenewNow: // a nil channel never receives
 		}
 	}
 }
@@ -150,7 +160,7 @@ func (k *LeaseKeeper) renew(ctx context.Context) error {
 				Name:        k.Name,
 				Namespace:   k.Namespace,
 				Labels:      map[string]string{LeaseLabel: LeaseLabelValue},
-				Annotations: map[string]string{AddressAnnotation: k.Address},
+				Annotations: k.annotations(nil),
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(k.Holder()),
@@ -168,12 +178,21 @@ func (k *LeaseKeeper) renew(ctx context.Context) error {
 	l.Spec.HolderIdentity = ptr.To(k.Holder())
 	l.Spec.RenewTime = &now
 	l.Spec.LeaseDurationSeconds = ptr.To(k.durationSeconds())
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
-	l.Annotations[AddressAnnotation] = k.Address
+	l.Annotations = k.annotations(l.Annotations)
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	return err
+}
+
+// annotations sets the sidecar's annotations in a (a new map when nil).
+func (k *LeaseKeeper) annotations(a map[string]string) map[string]string {
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AddressAnnotation] = k.Address
+	if k.Discovery != nil {
+		a[DiscoveryAnnotation] = k.Discovery()
+	}
+	return a
 }
 
 // durationSeconds is Duration in whole seconds, at least 1 and at most a day.

@@ -1,12 +1,17 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +30,12 @@ const retryAfterSeconds = 1
 // that forwards the caller as mvproxy.ForwardIdentity says, over plain when the request's
 // own credentials travel, and over withProxyCert (the front-proxy client certificate)
 // when the identity headers do.
-func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir *mvproxy.Directory, m *mvproxy.Metrics, log *slog.Logger) http.Handler {
+//
+// A 404 for a resource the local discovery lists, not about a missing object, calls
+// notServed: the server may have restarted unnoticed as a version without it, or a CRD
+// went away. Anyone can cause such a 404 (a namespaced path for a cluster-scoped
+// resource), so it must only make the discovery be read again, never change routing.
+func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir *mvproxy.Directory, m *mvproxy.Metrics, log *slog.Logger, notServed func()) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = target.Scheme, target.Host, ""
@@ -37,6 +47,15 @@ func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir 
 			}
 			return plain.RoundTrip(r)
 		}),
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusNotFound {
+				return nil
+			}
+			if gvr, ok := mvproxy.ResourceOf(resp.Request.URL.Path); ok && dir.Local().Serves(gvr) && pathNotServed(resp) {
+				notServed()
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the client went away
@@ -46,14 +65,42 @@ func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir 
 				labels = dir.MetricLabels(gvr)
 			}
 			m.ProxyError(mvproxy.ErrorLocalUnreachable, labels)
+			// It may be restarting as another version: what it serves is unknown until its
+			// discovery is read again.
+			dir.MarkLocalStale()
 			// Addresses and dial errors go to the log, not to a client that may be anonymous.
 			log.Warn("local apiserver unreachable", "url", target.String(), "err", err)
 			reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-				"mvproxy: the local apiserver is unreachable; see the proxy's log", retryAfterSeconds)
+				mvproxy.LocalUnreachableMessage, retryAfterSeconds)
 		},
 		ErrorLog:   reverseproxy.ErrorLog(log),
 		BufferPool: reverseproxy.BufferPool,
 	}
+}
+
+// pathNotServed reports whether a 404 from kube-apiserver says that it does not serve the
+// path, rather than that an object is missing: for a group it does not serve it answers
+// plain text, for a version or resource it does not serve a JSON Status without details,
+// and for a missing object a Status naming it. It reads at most 4 KiB of a JSON body and
+// puts back what it read. Other encodings count as a missing object.
+func pathNotServed(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "text/plain") {
+		return true
+	}
+	if !strings.HasPrefix(ct, "application/json") {
+		return false
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	var status metav1.Status
+	if err != nil || json.Unmarshal(head, &status) != nil || status.Kind != "Status" {
+		return false
+	}
+	return status.Details == nil || status.Details.Name == ""
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -75,11 +122,27 @@ type LocalCache struct {
 	Timeout time.Duration
 	// OnError, if set, is told about failed refreshes.
 	OnError func(error)
+	// OnChange, if set, is called after a refresh that found the local server serving
+	// something else (Directory.LocalGeneration changed).
+	OnChange func()
 
-	flight  flight.Group[struct{}]
-	mu      sync.Mutex
-	last    time.Time // end of the last fetch, zero to force the next
-	lastErr error
+	flight     flight.Group[struct{}]
+	mu         sync.Mutex
+	last       time.Time // end of the last fetch, zero to force the next
+	lastErr    error
+	refreshing atomic.Bool // a RefreshSoon is under way
+}
+
+// RefreshSoon starts a Refresh in the background, unless one it started is under way;
+// it never blocks. Like Refresh, it fetches at most once per MinInterval.
+func (c *LocalCache) RefreshSoon() {
+	if !c.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.refreshing.Store(false)
+		_ = c.Refresh(context.Background()) // bounded by Timeout; errors go to OnError
+	}()
 }
 
 // Refresh fetches the local discovery unless it was fetched less than MinInterval ago,
@@ -117,9 +180,16 @@ func (c *LocalCache) fetch(ctx context.Context) (struct{}, error) {
 	defer cancel()
 	doc, err := c.Fetch(ctx)
 	if err == nil {
+		before := c.Directory.LocalGeneration()
 		c.Directory.SetLocal(doc)
-	} else if c.OnError != nil {
-		c.OnError(err)
+		if c.OnChange != nil && c.Directory.LocalGeneration() != before {
+			c.OnChange()
+		}
+	} else {
+		c.Directory.MarkLocalStale()
+		if c.OnError != nil {
+			c.OnError(err)
+		}
 	}
 	c.mu.Lock()
 	c.last, c.lastErr = time.Now(), err

@@ -24,9 +24,9 @@ import (
 const PeerUser = "system:kplug:peerproxy"
 
 // PeerWatcher follows the sidecars' identity Leases and keeps each peer's discovery in
-// the Directory: it fetches it when a peer appears or restarts (a new holder), every
-// Refresh, and again with backoff after a failure; it forgets a peer whose Lease is
-// deleted. Its fields must not change once Run is called.
+// the Directory: it fetches it when a peer appears or restarts (a new holder), when the
+// peer says what it serves changed (DiscoveryAnnotation), every Refresh, and again with
+// backoff after a failure; it forgets a peer whose Lease is deleted. Its fields must not change once Run is called.
 type PeerWatcher struct {
 	Client    kubernetes.Interface
 	Namespace string
@@ -60,7 +60,8 @@ func (w *PeerWatcher) Run(ctx context.Context) {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, n := oldObj.(*coordinationv1.Lease), newObj.(*coordinationv1.Lease)
 			// Renewals change only the renew time: nothing to do.
-			if !ptrEqual(o.Spec.HolderIdentity, n.Spec.HolderIdentity) || o.Annotations[AddressAnnotation] != n.Annotations[AddressAnnotation] {
+			if !ptrEqual(o.Spec.HolderIdentity, n.Spec.HolderIdentity) || o.Annotations[AddressAnnotation] != n.Annotations[AddressAnnotation] ||
+				o.Annotations[DiscoveryAnnotation] != n.Annotations[DiscoveryAnnotation] {
 				enqueue(newObj)
 			}
 		},

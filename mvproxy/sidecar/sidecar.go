@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -82,12 +83,14 @@ type Options struct {
 
 // Sidecar is the mixed version proxy beside a stock kube-apiserver. Serve runs it.
 type Sidecar struct {
-	o         Options
-	dir       *mvproxy.Directory
-	local     *LocalCache
-	handler   http.Handler
-	peers     *http.Transport
-	transport []*http.Transport
+	o     Options
+	dir   *mvproxy.Directory
+	local *LocalCache
+	// renewLease asks the LeaseKeeper to renew at once: the local discovery changed.
+	renewLease chan struct{}
+	handler    http.Handler
+	peers      *http.Transport
+	transport  []*http.Transport
 }
 
 // New checks o, every error at once, and builds the sidecar.
@@ -111,7 +114,7 @@ func New(o Options) (*Sidecar, error) {
 		return nil, fmt.Errorf("sidecar: options: %w", err)
 	}
 
-	s := &Sidecar{o: o, dir: mvproxy.NewDirectory(o.ID)}
+	s := &Sidecar{o: o, dir: mvproxy.NewDirectory(o.ID), renewLease: make(chan struct{}, 1)}
 	clientCert := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return o.GetProxyClientCertificate() }
 	localPlain := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, MinVersion: tls.VersionTLS12})
 	localProxy := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, GetClientCertificate: clientCert, MinVersion: tls.VersionTLS12})
@@ -133,9 +136,16 @@ func New(o Options) (*Sidecar, error) {
 		OnError: func(err error) {
 			o.Logger.Warn("refreshing local discovery", "err", err)
 		},
+		// Peers learn of a change through the Lease (DiscoveryAnnotation).
+		OnChange: func() {
+			select {
+			case s.renewLease <- struct{}{}:
+			default: // a renewal is already due
+			}
+		},
 	}
 	s.handler, err = mvproxy.NewHandler(mvproxy.Options{
-		Local:         newLocalProxy(local, localPlain, localProxy, s.dir, o.Metrics, o.Logger),
+		Local:         newLocalProxy(local, localPlain, localProxy, s.dir, o.Metrics, o.Logger, s.local.RefreshSoon),
 		Directory:     s.dir,
 		PeerTransport: s.peers,
 		Identify:      o.Identifier.Identify,
@@ -220,6 +230,8 @@ func (s *Sidecar) run(ctx context.Context, address string) {
 	keeper := &LeaseKeeper{
 		Client: s.o.Client, Namespace: s.o.Namespace, Name: s.o.ID, Address: address,
 		Duration: s.o.LeaseDuration, Logger: s.o.Logger,
+		Discovery: func() string { return strconv.FormatUint(s.dir.LocalGeneration(), 10) },
+		RenewNow:  s.renewLease,
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.local.Run(ctx) })

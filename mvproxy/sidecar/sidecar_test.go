@@ -315,10 +315,11 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 		}
 	}
 	before := counts() // peers' discovery fetches count as local requests too
-	// Each server lists its own groups as it serves them, then the groups only its peer
-	// serves: server 1's statefulsets do not join server 0's apps group.
+	// Each server lists its own groups as it serves them, with the resources only its peer
+	// serves in the same version after its own (server 1's statefulsets in apps/v1), then
+	// the groups only its peer serves.
 	wantMerged := [][]string{
-		{"apps/v1/deployments", "batch/v1/jobs", "example.com/v1/widgets"},
+		{"apps/v1/deployments", "apps/v1/statefulsets", "batch/v1/jobs", "example.com/v1/widgets"},
 		{"apps/v1/deployments", "apps/v1/statefulsets", "example.com/v1/widgets", "batch/v1/jobs"},
 	}
 	var etags []string

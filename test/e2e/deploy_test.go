@@ -317,15 +317,15 @@ func TestDeployImageCredentialProvider(t *testing.T) {
 
 	// The kubelet's lookup, by kplug, with the node's credentials.
 	reg := startRegistry(t)
-	ref := reg.host + "/team/app:v1"
-	pushed := reg.push(t, ref)
-	exchange := startTokenExchange(t, admin, reg.pullerPassword)
+	ref := reg.Host + "/team/app:v1"
+	pushed := reg.Push(t, ref, 512, 2)
+	exchange := startTokenExchange(t, admin, reg.PullerPassword)
 	if audience != registryAudience {
 		t.Fatalf("the config's audience %q is not the one the token endpoint checks (%q)", audience, registryAudience)
 	}
 	local := readProviderConfig(t, config)
 	p := &local.Providers[0]
-	p.MatchImages = []string{reg.host}
+	p.MatchImages = []string{reg.Host}
 	for i, a := range p.Args {
 		if strings.HasPrefix(a, "--endpoint=") {
 			p.Args[i] = "--endpoint=" + exchange.url
@@ -359,8 +359,8 @@ func TestDeployImageCredentialProvider(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	creds := got.Auths[reg.host]
-	if creds.Username != "puller" || creds.Password != reg.pullerPassword {
+	creds := got.Auths[reg.Host]
+	if creds.Username != "puller" || creds.Password != reg.PullerPassword {
 		t.Fatalf("credentials %+v", got.Auths)
 	}
 	if call := exchange.only(t); call.user != "system:serviceaccount:team:puller" {

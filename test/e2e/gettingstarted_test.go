@@ -182,8 +182,8 @@ func TestGettingStartedNodeIntegrator(t *testing.T) {
 	}
 	mustCreate(t, admin, "team")
 	reg := startRegistry(t)
-	ref := reg.host + "/team/app:v1"
-	reg.push(t, ref)
+	ref := reg.Host + "/team/app:v1"
+	reg.Push(t, ref, 512, 2)
 	annotations := map[string]string{}
 	for _, k := range provider.TokenAttributes.RequiredServiceAccountAnnotationKeys {
 		annotations[k] = "team-a"
@@ -195,14 +195,14 @@ func TestGettingStartedNodeIntegrator(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeKubeconfig := writeCertKubeconfig(t, cp, cp.Servers[0].URL, "system:node:node-1", nodeCert.CertPEM, nodeCert.KeyPEM)
-	exchange := startTokenExchange(t, admin, reg.pullerPassword)
+	exchange := startTokenExchange(t, admin, reg.PullerPassword)
 
 	// The node's /etc/kubernetes and plugin directory.
 	root := t.TempDir()
 	config := filepath.Join(root, "credential-provider.yaml")
 	local := readProviderConfig(t, filepath.Join(deployDir, "credential-provider-config.yaml"))
 	p := &local.Providers[0]
-	p.MatchImages = []string{reg.host}
+	p.MatchImages = []string{reg.Host}
 	for i, a := range p.Args {
 		if strings.HasPrefix(a, "--endpoint=") {
 			p.Args[i] = "--endpoint=" + exchange.url
@@ -226,8 +226,8 @@ func TestGettingStartedNodeIntegrator(t *testing.T) {
 	for _, want := range []string{
 		"valid (1 providers, config hash sha256:",
 		"clusterrole.rbac.authorization.k8s.io/kplug-image-credential-audience created",
-		fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":%q,`, reg.host, reg.pullerPassword),
-		"\n" + reg.host + "\n", // the Go program's one key
+		fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":%q,`, reg.Host, reg.PullerPassword),
+		"\n" + reg.Host + "\n", // the Go program's one key
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the page's output lacks %q:\n%s", want, out)

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +24,8 @@ import (
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/internal/cli"
+	"github.com/kplug/kplug/internal/registrytest"
 	"github.com/kplug/kplug/test/e2e/framework"
-	"github.com/kplug/kplug/test/e2e/imagekit"
 )
 
 // runKplugEnv makes the test binary act as the kplug CLI, so that a CredentialProviderConfig
@@ -57,13 +54,13 @@ func TestImageCredentialServiceAccountPull(t *testing.T) {
 	client := clientFor(t, cp, cp.Admin, 0)
 
 	reg := startRegistry(t)
-	ref := reg.host + "/team/app:v1"
-	pushed := reg.push(t, ref)
+	ref := reg.Host + "/team/app:v1"
+	pushed := reg.Push(t, ref, 512, 2)
 
 	ns := "imagecred"
 	mustCreate(t, client, ns)
 	pod := createPod(ctx, t, client, ns, "app", "puller", ref, map[string]string{identityKey: "team-a", "unrelated": "x"})
-	exchange := startTokenExchange(t, client, reg.pullerPassword)
+	exchange := startTokenExchange(t, client, reg.PullerPassword)
 
 	binDir := t.TempDir()
 	exe, err := os.Executable()
@@ -88,7 +85,7 @@ providers:
     cacheType: ServiceAccount
     requireServiceAccount: true
     requiredServiceAccountAnnotationKeys: [%s]
-`, reg.host, exchange.url, runKplugEnv, registryAudience, identityKey))
+`, reg.Host, exchange.url, runKplugEnv, registryAudience, identityKey))
 
 	var stdout, stderr bytes.Buffer
 	code := cli.Run(ctx, []string{"image-credential", "get", ref, "--config", config, "--bin-dir", binDir,
@@ -102,9 +99,9 @@ providers:
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("output %q: %v", stdout.String(), err)
 	}
-	creds, ok := out.Auths[reg.host]
-	if !ok || len(out.Auths) != 1 || creds.Username != "puller" || creds.Password != reg.pullerPassword {
-		t.Fatalf("auths = %+v, want the puller's credentials for %s", out.Auths, reg.host)
+	creds, ok := out.Auths[reg.Host]
+	if !ok || len(out.Auths) != 1 || creds.Username != "puller" || creds.Password != reg.PullerPassword {
+		t.Fatalf("auths = %+v, want the puller's credentials for %s", out.Auths, reg.Host)
 	}
 
 	// What the token endpoint received is a token from the apiserver for our audience,
@@ -281,55 +278,22 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// registry is an imagekit.Registry for one test.
-type registry struct {
-	*imagekit.Registry
-	host, pusherPassword, pullerPassword string
-}
+// startRegistry serves a distribution registry with htpasswd users "pusher" and "puller".
+func startRegistry(t *testing.T) *registrytest.Registry { return registrytest.Start(t) }
 
-// sawPassword reports whether a client sent password to the registry.
-func (r *registry) sawPassword(password string) bool { return r.SawPassword(password) }
+func randomString(t *testing.T) string { return registrytest.RandomString(t) }
 
-// startRegistry serves a distribution registry with htpasswd users "pusher" and "puller"
-// until the test ends.
-func startRegistry(t *testing.T) *registry {
-	t.Helper()
-	r, err := imagekit.StartRegistry(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
-	return &registry{Registry: r, host: r.Host, pusherPassword: r.PusherPassword, pullerPassword: r.PullerPassword}
-}
-
-func (r *registry) push(t *testing.T, ref string) (digest v1Hash) {
-	t.Helper()
-	d, err := r.PushRandom(context.Background(), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func randomString(t *testing.T) string {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// tokenExchange is an imagekit.TokenExchange for registryAudience that issues the
+// tokenExchange is a registrytest.TokenExchange for registryAudience that issues the
 // registry password of "puller", for one test.
 type tokenExchange struct {
-	*imagekit.TokenExchange
+	*registrytest.TokenExchange
 	url string
 }
 
 type exchangeCall struct{ subject, user, audience string }
 
 func startTokenExchange(t *testing.T, client kubernetes.Interface, password string) *tokenExchange {
-	te := imagekit.StartTokenExchange(client, registryAudience, password)
+	te := registrytest.StartTokenExchange(client, registryAudience, password)
 	t.Cleanup(te.Close)
 	return &tokenExchange{TokenExchange: te, url: te.URL}
 }
@@ -344,7 +308,6 @@ func (te *tokenExchange) only(t *testing.T) exchangeCall {
 }
 
 type (
-	v1Hash                 = ggcrv1.Hash
 	kubeletProvider        = kubeletv1.CredentialProvider
 	kubeletTokenAttributes = kubeletv1.ServiceAccountTokenAttributes
 )
@@ -355,8 +318,8 @@ type (
 // keeps its answer in an on-disk cache across helper runs.
 func TestImageCredentialDockerHelperPull(t *testing.T) {
 	reg := startRegistry(t)
-	ref := reg.host + "/team/helper:v1"
-	pushed := reg.push(t, ref)
+	ref := reg.Host + "/team/helper:v1"
+	pushed := reg.Push(t, ref, 512, 2)
 
 	dir := t.TempDir()
 	binDir := filepath.Join(dir, "plugins")
@@ -368,7 +331,7 @@ func TestImageCredentialDockerHelperPull(t *testing.T) {
 cat > /dev/null
 echo run >> %q
 printf '%%s' '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"1h","auth":{"%s":{"username":"puller","password":"%s"}}}'
-`, runs, reg.host, reg.pullerPassword))
+`, runs, reg.Host, reg.PullerPassword))
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
 kind: CredentialProviderConfig
@@ -377,8 +340,8 @@ providers:
   matchImages: [%q]
   defaultCacheDuration: 1m
   apiVersion: credentialprovider.kubelet.k8s.io/v1
-`, reg.host))
-	installDockerHelper(t, dir, config, binDir, fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, reg.host))
+`, reg.Host))
+	installDockerHelper(t, dir, config, binDir, fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, reg.Host))
 
 	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {

@@ -56,7 +56,7 @@ func (s *sidecar) stop(t *testing.T) {
 // verify each other with a dedicated peer CA, each presenting a certificate from it for
 // the peer server name; the sidecar runs as the user docs/peerproxy-rbac.yaml grants,
 // with its Leases in the namespace only sidecars write to. It stops when the test ends.
-func startSidecar(t *testing.T, cp *framework.ControlPlane, i int) *sidecar {
+func startSidecar(t testing.TB, cp *framework.ControlPlane, i int) *sidecar {
 	t.Helper()
 	ca := setupSidecars(t, cp).peerCA
 	cert, err := ca.Issue("peer-"+cp.Servers[i].Name, &x509.Certificate{
@@ -88,7 +88,7 @@ var (
 // setupSidecars makes, at the first call for cp, the peer CA and the sidecars' user
 // kplug-peerproxy (a client certificate), and applies docs/peerproxy-rbac.yaml as the
 // admin.
-func setupSidecars(t *testing.T, cp *framework.ControlPlane) *sidecarSetup {
+func setupSidecars(t testing.TB, cp *framework.ControlPlane) *sidecarSetup {
 	t.Helper()
 	setupsMu.Lock()
 	defer setupsMu.Unlock()
@@ -125,7 +125,7 @@ func setupSidecars(t *testing.T, cp *framework.ControlPlane) *sidecarSetup {
 
 // startSidecarWith runs `kplug peerproxy` beside apiserver i with peerFlags for the peer
 // CA and the certificate presented to peers.
-func startSidecarWith(t *testing.T, cp *framework.ControlPlane, i int, peerFlags ...string) *sidecar {
+func startSidecarWith(t testing.TB, cp *framework.ControlPlane, i int, peerFlags ...string) *sidecar {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -144,7 +144,7 @@ func startSidecarWith(t *testing.T, cp *framework.ControlPlane, i int, peerFlags
 
 // runInProcess runs the kplug command args in this process until the test ends, and
 // prints its output, labelled what, if the test failed.
-func runInProcess(t *testing.T, what string, args []string, url, metrics string) *sidecar {
+func runInProcess(t testing.TB, what string, args []string, url, metrics string) *sidecar {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sidecar{URL: url, Metrics: metrics, cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
@@ -363,7 +363,7 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 const acceptAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 // userClient is an HTTP client that authenticates as u and trusts the cluster CA.
-func userClient(t *testing.T, cp *framework.ControlPlane, u *framework.User) *http.Client {
+func userClient(t testing.TB, cp *framework.ControlPlane, u *framework.User) *http.Client {
 	t.Helper()
 	roots := x509.NewCertPool()
 	roots.AddCert(cp.PKI.ClusterCA.Cert)
@@ -522,7 +522,7 @@ func kubectl(ctx context.Context, cp *framework.ControlPlane, kubeconfig string,
 	return exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), args...).CombinedOutput()
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,15 +48,23 @@ func TestMixedVersionProxyUpstream(t *testing.T) {
 	if code != http.StatusNotFound {
 		t.Errorf("upstream with a client-sent guard header: %d %.200s, expected 404", code, body)
 	}
-	// Difference: with the capable server stopped, upstream answers 404 (its graceful
-	// shutdown deletes its leases, so no peer serves jobs any more) or, while the peer has
-	// not noticed yet, a plain-text 503; kplug keeps answering 503 with a Status.
+	// Upstream gap (docs/mixed-version-proxy.md, "Upstream gaps"): a capable server that
+	// shuts down gracefully deletes its identity Lease (kubernetes/kubernetes PR #134514),
+	// so its peer no longer knows anyone serves jobs and answers 404, a wrong one for a
+	// resource the cluster serves again once the server is back. (Until the peer notices,
+	// it answers a plain-text 503.) The sidecar answers 503 with a Status throughout
+	// (TestMixedVersionProxySidecar), as its Lease outlives its apiserver's restart.
 	cp.Servers[0].Stop()
-	code, body = get(ctx, t, admin, b+jobsPath, nil)
-	t.Logf("upstream with the capable server down: %d %q", code, body)
-	if code != http.StatusNotFound && code != http.StatusServiceUnavailable {
-		t.Errorf("upstream with the capable server down: %d %s, expected 404 or 503", code, body)
-	}
+	eventually(ctx, t, "upstream's 404 for jobs with the capable server stopped gracefully", func() error {
+		code, body, err := do(ctx, admin, b+jobsPath, nil)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusNotFound {
+			return fmt.Errorf("%d %.200q", code, body)
+		}
+		return nil
+	})
 	if err := cp.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}

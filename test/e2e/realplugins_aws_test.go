@@ -26,6 +26,7 @@ const (
 	awsKeyEnvA    = "AKIAKPLUGTESTENVA001"
 	awsKeyEnvB    = "AKIAKPLUGTESTENVB001"
 	awsKeyEnvC    = "AKIAKPLUGTESTENVC001"
+	awsKeyEdited  = "AKIAKPLUGTESTEDITED1"
 )
 
 func awsSecret(key string) string { return "fake-secret-of-" + key }
@@ -222,14 +223,22 @@ func (s *awsCacheSetup) credential(t *testing.T, context string, env ...string) 
 // TestAWSIAMAuthenticatorExecCache: `kplug exec-cache -- aws-iam-authenticator token -i C`
 // runs the plugin once for repeated calls, and never gives one identity's token to another:
 // another AWS_PROFILE, other access keys or another cluster ID (-i, or the environment's
-// KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID) each make a run of their own and a token signed
-// for them, and switching back is served from the cache. Each call is a `kplug credential`
-// process, a client of its own, with the environment a terminal would give it.
+// KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID, or the profile's keys edited in the shared
+// credentials file) each make a run of their own and a token signed for them, and
+// switching back is served from the cache. Each call is a `kplug credential` process, a
+// client of its own, with the environment a terminal would give it.
 func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 	s := newAWSCacheSetup(t)
+	original, err := os.ReadFile(s.credentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(original), "aws_access_key_id = "+awsKeyDefault+"\naws_secret_access_key = "+awsSecret(awsKeyDefault),
+		"aws_access_key_id = "+awsKeyEdited+"\naws_secret_access_key = "+awsSecret(awsKeyEdited), 1)
 	type step struct {
 		what, context string
 		env           []string
+		credentials   string // if set, the shared credentials file is rewritten with it first
 		key           string // the access key the token must carry
 		run           bool   // whether the plugin must run (a miss)
 		sameAs        string // a hit: the token of this earlier step
@@ -252,9 +261,15 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 		{what: "cluster A from the environment", context: "env-cluster", env: []string{"KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID=cluster-a"}, key: awsKeyDefault, run: true},
 		{what: "cluster B from the environment", context: "env-cluster", env: []string{"KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID=cluster-b"}, key: awsKeyDefault, run: true},
 		{what: "back to cluster A", context: "env-cluster", env: []string{"KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID=cluster-a"}, key: awsKeyDefault, sameAs: "cluster A from the environment"},
+		// The same AWS_PROFILE (none: default), another identity: an edit of the file.
+		{what: "the default profile's keys edited in the credentials file", context: "one", credentials: edited, key: awsKeyEdited, run: true},
+		{what: "the credentials file restored", context: "one", credentials: string(original), key: awsKeyDefault, sameAs: "default profile"},
 	}
 	tokens := map[string]string{}
 	for _, st := range steps {
+		if st.credentials != "" {
+			writeBytes(t, s.credentials, []byte(st.credentials))
+		}
 		before := s.p.runs()
 		token, err := s.credential(t, st.context, st.env...)
 		if err != nil {
@@ -280,8 +295,8 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 		}
 		tokens[st.what] = token
 	}
-	if n := s.p.runs(); n != 7 {
-		t.Errorf("%d runs in all, want 7: one per identity", n)
+	if n := s.p.runs(); n != 8 {
+		t.Errorf("%d runs in all, want 8: one per identity", n)
 	}
 
 	// Ten clients at once for a new identity: one run, one token.
@@ -319,7 +334,7 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 		}
 	}
 
-	// --list shows one entry per identity (eight), the credential redacted; no file in the
+	// --list shows one entry per identity (nine), the credential redacted; no file in the
 	// cache holds a secret key.
 	out, errOut, err := runEnv(t, hostEnv(s.home), s.kplug, "exec-cache", "--cache-dir", s.cacheDir, "--list", "-o", "json", "--", s.p.Path)
 	if err != nil {
@@ -333,8 +348,8 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		t.Fatalf("--list -o json: %v\n%s", err, out)
 	}
-	if len(listed) != 8 {
-		t.Errorf("--list: %d entries, want 8\n%s", len(listed), out)
+	if len(listed) != 9 {
+		t.Errorf("--list: %d entries, want 9\n%s", len(listed), out)
 	}
 	for _, l := range listed {
 		if !l.Servable || !strings.HasPrefix(l.Credential, "token (") || strings.Contains(out, "k8s-aws-v1.") {
@@ -346,7 +361,7 @@ func TestAWSIAMAuthenticatorExecCache(t *testing.T) {
 			return err
 		}
 		b, err := os.ReadFile(path)
-		for _, key := range []string{awsKeyDefault, awsKeyProd, awsKeyEnvA, awsKeyEnvB, awsKeyEnvC} {
+		for _, key := range []string{awsKeyDefault, awsKeyProd, awsKeyEnvA, awsKeyEnvB, awsKeyEnvC, awsKeyEdited} {
 			if strings.Contains(string(b), awsSecret(key)) {
 				t.Errorf("%s holds the secret access key of %s", path, key)
 			}

@@ -361,10 +361,10 @@ func checkImage(t *testing.T, r releaseBuild) {
 	reg := startRegistry(t)
 	dockerConfig := t.TempDir()
 	auth := func(user, pw string) string {
-		return fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.host, b64(user+":"+pw))
+		return fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.Host, b64(user+":"+pw))
 	}
-	writeFile(t, filepath.Join(dockerConfig, "config.json"), auth("pusher", reg.pusherPassword))
-	ref := reg.host + "/kplug/kplug:" + strings.ReplaceAll(r.version, "+", "_")
+	writeFile(t, filepath.Join(dockerConfig, "config.json"), auth("pusher", reg.PusherPassword))
+	ref := reg.Host + "/kplug/kplug:" + strings.ReplaceAll(r.version, "+", "_")
 	push := exec.Command("make", "--no-print-directory", "image-push", "IMAGE="+ref)
 	push.Dir = r.clone
 	push.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerConfig)
@@ -377,7 +377,7 @@ func checkImage(t *testing.T, r releaseBuild) {
 	// Pull as another user with nothing but go-containerregistry.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	puller := remote.WithAuth(&authn.Basic{Username: "puller", Password: reg.pullerPassword})
+	puller := remote.WithAuth(&authn.Basic{Username: "puller", Password: reg.PullerPassword})
 	tag, err := name.ParseReference(ref)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,5 @@
 // Package interop checks kplug's protocol implementations against implementations
 // nobody here wrote: httpsig against the npm package http-message-signatures (pinned in
-// rfc9421/package-lock.json, installed by `make tools`), run with node.
+// rfc9421/package-lock.json, installed by `make tools`), run with node, in both of KEP-6308's
+// keyid forms, and httpsig/verifier's handler accepting node's certificate-form signatures.
 package interop

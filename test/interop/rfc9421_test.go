@@ -208,34 +208,13 @@ func TestNodeSignatureVerifiesInKplug(t *testing.T) {
 // nodeSignedRequest has node sign a request to base+target and sends it.
 func nodeSignedRequest(t *testing.T, run nodeRunner, base string, k testKey, method, target, body string, librarySigner bool) (int, string) {
 	t.Helper()
-	headers := map[string]string{
-		"User-Agent":           "node-interop/1",
-		httpsig.AudienceHeader: audience,
-	}
-	fields := []string{"@method", "@authority", "@path", "@query", "user-agent", "x-k8s-audience"}
-	if body != "" {
-		headers["Content-Type"] = "application/json"
-		fields = append(fields, "content-type", "content-digest")
-	}
-	var out struct {
-		Headers map[string]string
-		Error   string
-	}
-	run(t, map[string]any{"op": "sign", "alg": k.alg, "key": privatePEM(t, k.priv), "keyid": "node-key",
-		"fields": fields, "librarySigner": librarySigner,
-		"request": map[string]any{"method": method, "url": base + target, "headers": headers, "body": body}}, &out)
-	if out.Error != "" {
-		t.Fatalf("node could not sign: %s", out.Error)
-	}
-	if !strings.Contains(out.Headers["Signature-Input"], `;tag="kubernetes";keyid="node-key"`) {
-		t.Fatalf("node's Signature-Input %q", out.Headers["Signature-Input"])
-	}
+	headers := nodeSign(t, run, base, k, method, target, body, "", librarySigner)
 	var rb io.Reader
 	if body != "" {
 		rb = strings.NewReader(body)
 	}
 	req, _ := http.NewRequest(method, base+target, rb)
-	for name, v := range out.Headers {
+	for name, v := range headers {
 		req.Header.Set(name, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -245,4 +224,39 @@ func nodeSignedRequest(t *testing.T, run nodeRunner, base string, k testKey, met
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// nodeSign has node sign a request to base+target with the KEP-6308 parameters and
+// returns its headers: under the key ID "node-key", or, with certificate (PEM), in the
+// certificate form, the keyid and Signature-Certificate made by node from the certificate.
+func nodeSign(t *testing.T, run nodeRunner, base string, k testKey, method, target, body, certificate string, librarySigner bool) map[string]string {
+	t.Helper()
+	headers := map[string]string{
+		"User-Agent":           "node-interop/1",
+		httpsig.AudienceHeader: audience,
+	}
+	fields := []string{"@method", "@authority", "@path", "@query", "user-agent", "x-k8s-audience"}
+	if body != "" {
+		headers["Content-Type"] = "application/json"
+		fields = append(fields, "content-type", "content-digest")
+	}
+	wantKeyID := `;tag="kubernetes";keyid="node-key"`
+	if certificate != "" {
+		fields = append(fields, "signature-certificate")
+		wantKeyID = `;tag="kubernetes";keyid="x509-sha256:`
+	}
+	var out struct {
+		Headers map[string]string
+		Error   string
+	}
+	run(t, map[string]any{"op": "sign", "alg": k.alg, "key": privatePEM(t, k.priv), "keyid": "node-key",
+		"certificate": certificate, "fields": fields, "librarySigner": librarySigner,
+		"request": map[string]any{"method": method, "url": base + target, "headers": headers, "body": body}}, &out)
+	if out.Error != "" {
+		t.Fatalf("node could not sign: %s", out.Error)
+	}
+	if !strings.Contains(out.Headers["Signature-Input"], wantKeyID) {
+		t.Fatalf("node's Signature-Input %q, want %s...", out.Headers["Signature-Input"], wantKeyID)
+	}
+	return out.Headers
 }

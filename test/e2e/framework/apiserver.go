@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kplug/kplug/internal/version"
 )
 
 // ServerOptions makes one apiserver differ from the others.
@@ -28,6 +30,18 @@ type ServerOptions struct {
 	// FeatureGates become --feature-gates. With UnknownVersionInteroperabilityProxy on, the
 	// peer flags of the mixed version proxy are added too.
 	FeatureGates map[string]bool
+	// Version is the kube-apiserver release to run: empty for the pinned one
+	// (version.Kubernetes, kube-apiserver), or version.KubernetesPrevious, which `make tools`
+	// builds as kube-apiserver-<version>.
+	Version string
+}
+
+// binary is the file name of the kube-apiserver release o asks for.
+func (o ServerOptions) binary() string {
+	if o.Version == "" || o.Version == version.Kubernetes {
+		return "kube-apiserver"
+	}
+	return "kube-apiserver-" + o.Version
 }
 
 // mixedVersionProxyGate is the feature gate of upstream's mixed version proxy (KEP-4020).
@@ -64,17 +78,37 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, o ServerOptions, iso
 // Restart starts the stopped server i again, with the same name, port and flags, and
 // waits until it is ready.
 func (cp *ControlPlane) Restart(ctx context.Context, i int) error {
+	return cp.Replace(ctx, i, cp.Servers[i].opts)
+}
+
+// Replace starts the stopped server i again with other options (another Version, for a
+// rolling upgrade), keeping its name, port and certificates, and waits until it is ready.
+func (cp *ControlPlane) Replace(ctx context.Context, i int, o ServerOptions) error {
 	s := cp.Servers[i]
 	if s.Running() {
 		return fmt.Errorf("%s is still running", s.Name)
 	}
+	o.Name = s.Name
+	s.opts = o
 	return cp.runAPIServer(ctx, s)
+}
+
+// Version is the kube-apiserver release the server runs (or ran last).
+func (s *APIServer) Version() string {
+	if s.opts.Version == "" {
+		return version.Kubernetes
+	}
+	return s.opts.Version
 }
 
 func (cp *ControlPlane) runAPIServer(ctx context.Context, s *APIServer) error {
 	o, isolate := s.opts, s.isolate
 	var err error
-	argv := append([]string{filepath.Join(cp.BinDir, "kube-apiserver")}, cp.apiserverFlags(s, o)...)
+	bin := filepath.Join(cp.BinDir, o.binary())
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s (kube-apiserver %s) is missing: run `make tools`: %w", bin, o.Version, err)
+	}
+	argv := append([]string{bin}, cp.apiserverFlags(s, o)...)
 	if isolate {
 		// Each apiserver names its identity Lease after its hostname: give each one its own.
 		argv = append([]string{"unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, s.Name}, argv...)

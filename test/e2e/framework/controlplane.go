@@ -37,10 +37,11 @@ type ControlPlane struct {
 	CertUser  *User
 	TokenUser *User
 
-	etcd      *etcd
-	tokenFile string
-	ownsDir   bool
-	logf      func(string, ...any)
+	etcd               *etcd
+	controllerManagers []*ControllerManager
+	tokenFile          string
+	ownsDir            bool
+	logf               func(string, ...any)
 }
 
 // Start brings up etcd and the apiservers and waits until every apiserver is ready. On
@@ -108,6 +109,9 @@ func (cp *ControlPlane) start(ctx context.Context, servers []ServerOptions) erro
 // Stop stops the apiservers, then etcd (an apiserver whose etcd is gone can hang on
 // shutdown), and removes the directory if Start created it. It is safe to call twice.
 func (cp *ControlPlane) Stop() {
+	for _, m := range cp.controllerManagers {
+		m.Stop()
+	}
 	for _, s := range cp.Servers {
 		s.Stop()
 	}
@@ -134,6 +138,9 @@ func (cp *ControlPlane) Logs(lines int) string {
 	}
 	for _, s := range cp.Servers {
 		procs = append(procs, s.proc)
+	}
+	for _, m := range cp.controllerManagers {
+		procs = append(procs, m.proc)
 	}
 	for _, p := range procs {
 		fmt.Fprintf(&b, "===== last %d lines of %s =====\n%s\n", lines, p.logPath, p.tail(lines))

@@ -3,9 +3,16 @@
 //
 //   {"op": "verify", "request": {method, url, headers}, "key": PEM public key, "alg"}
 //     -> {"verified": bool, "params": {...}} or {"error": "..."}
+//   {"op": "verify", "request": ..., "ca": PEM certificate, "alg"}
+//     the KEP-6308 certificate form: the key is the one in the request's
+//     Signature-Certificate (which must be covered), that certificate must be issued by ca,
+//     and keyid must be x509-sha256: and the SHA-256 of its DER, all checked here
+//     -> {"verified": bool, "params": {...}, "subject": the certificate's subject}
 //   {"op": "sign", "request": {method, url, headers, body}, "key": PEM private key, "alg",
-//    "keyid", "fields": [...], "librarySigner": bool}
-//     -> {"headers": {...}} with Content-Digest (sha-256) added when there is a body.
+//    "keyid", "fields": [...], "librarySigner": bool, "certificate": PEM certificate}
+//     -> {"headers": {...}} with Content-Digest (sha-256) added when there is a body; with a
+//        certificate, Signature-Certificate (its DER, a structured field byte sequence) is
+//        added and the keyid is x509-sha256: and the DER's SHA-256, computed here.
 //
 // Signing uses the KEP-6308 parameters (created, nonce, alg, tag, keyid, in that order).
 // The library's own rsa-pss-sha512 signer leaves the salt length at OpenSSL's maximum;
@@ -30,20 +37,50 @@ function rfcSigner(key, alg, librarySigner) {
   };
 }
 
+// x509KeyID is the KEP-6308 keyid of a certificate: x509-sha256: and its DER's SHA-256.
+function x509KeyID(der) {
+  return 'x509-sha256:' + crypto.createHash('sha256').update(der).digest('hex');
+}
+
+// signatureCertificate reads the Signature-Certificate field, a structured field byte
+// sequence (:base64:), from headers whose names are lowercase.
+function signatureCertificate(headers) {
+  let v = headers['signature-certificate'];
+  if (Array.isArray(v)) v = v.join(',');
+  const m = /^:([A-Za-z0-9+/=]*):$/.exec((v || '').trim());
+  if (!m) throw new Error(`no Signature-Certificate byte sequence in ${JSON.stringify(v)}`);
+  return new crypto.X509Certificate(Buffer.from(m[1], 'base64'));
+}
+
 async function verify(job) {
-  const key = crypto.createPublicKey(job.key);
+  let key = job.key && crypto.createPublicKey(job.key);
+  const requiredFields = ['@method', '@authority', '@path', '@query'];
+  let subject;
+  if (job.ca) {
+    const ca = new crypto.X509Certificate(job.ca);
+    const cert = signatureCertificate(job.request.headers);
+    if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) {
+      throw new Error(`the Signature-Certificate (${cert.subject}) is not issued by the CA`);
+    }
+    key = cert.publicKey;
+    subject = cert.subject;
+    requiredFields.push('signature-certificate');
+  }
   let params = null;
   const verified = await httpbis.verifyMessage({
     keyLookup: async (p) => {
       params = p;
+      if (job.ca && p.keyid !== x509KeyID(signatureCertificate(job.request.headers).raw)) {
+        throw new Error(`keyid ${p.keyid} is not the Signature-Certificate's digest`);
+      }
       return { id: p.keyid, algs: [job.alg], verify: createVerifier(key, job.alg) };
     },
     requiredParams: ['created', 'nonce', 'alg', 'tag', 'keyid'],
-    requiredFields: ['@method', '@authority', '@path', '@query'],
+    requiredFields,
     maxAge: 60,
     tolerance: 5,
   }, job.request);
-  return { verified: verified === true, params };
+  return { verified: verified === true, params, subject };
 }
 
 async function sign(job) {
@@ -53,9 +90,15 @@ async function sign(job) {
     const d = crypto.createHash('sha256').update(job.request.body).digest('base64');
     headers['Content-Digest'] = `sha-256=:${d}:`;
   }
+  let keyid = job.keyid;
+  if (job.certificate) {
+    const der = new crypto.X509Certificate(job.certificate).raw;
+    headers['Signature-Certificate'] = `:${der.toString('base64')}:`;
+    keyid = x509KeyID(der);
+  }
   const signer = rfcSigner(key, job.alg, job.librarySigner);
   const signed = await httpbis.signMessage({
-    key: { ...signer, id: job.keyid },
+    key: { ...signer, id: keyid },
     name: 'sig1',
     fields: job.fields,
     params: ['created', 'nonce', 'alg', 'tag', 'keyid'],

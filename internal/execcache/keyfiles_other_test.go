@@ -1,0 +1,7 @@
+//go:build !unix
+
+package execcache
+
+import "testing"
+
+func testIdentityFileSpecial(*testing.T, string) {}
