@@ -476,12 +476,20 @@ func checkPlatformImage(ctx context.Context, t *testing.T, r releaseBuild, ref n
 	}
 	if p.Architecture == runtime.GOARCH && runtime.GOOS == "linux" {
 		path := filepath.Join(t.TempDir(), "kplug")
-		if err := os.WriteFile(path, kplug, 0o700); err != nil {
+		if err := os.WriteFile(path, kplug, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(path, "version").Output()
+		argv := []string{path, "version"}
+		// As the image's user, when this test may switch to it.
+		if setpriv, err := exec.LookPath("setpriv"); err == nil && os.Geteuid() == 0 {
+			if err := os.Chmod(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			argv = append([]string{setpriv, "--reuid=65532", "--regid=65532", "--clear-groups"}, argv...)
+		}
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
 		if err != nil || !strings.HasPrefix(string(out), "kplug: "+r.version+"\n") || !strings.Contains(string(out), "platform: linux/"+runtime.GOARCH+"\n") {
-			t.Errorf("kplug version from the image: %q, %v", out, err)
+			t.Errorf("%s from the image: %q, %v", strings.Join(argv, " "), out, err)
 		}
 	}
 
