@@ -109,6 +109,16 @@ func TestImageCredentialValidate(t *testing.T) {
 	if code != ExitOK || !strings.HasPrefix(out, "valid (1 providers, config hash sha256:") || errOut != "" {
 		t.Errorf("valid config: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	hash := strings.TrimSuffix(strings.TrimPrefix(out, "valid (1 providers, config hash "), ")\n")
+	two := newICFixture(t, []string{"one", "two"}, icProvider("one", "registry.io")+icProvider("two", "other.io"))
+	code, out, _ = runIn(t, "", "image-credential", "validate", "--config", valid.config, "-o", "json")
+	if want := "{\n  \"providers\": [\n    \"one\"\n  ],\n  \"hash\": \"" + hash + "\"\n}\n"; code != ExitOK || out != want {
+		t.Errorf("-o json: code %d\n%s\nwant\n%s", code, out, want)
+	}
+	code, out, _ = runIn(t, "", "image-credential", "validate", "--config", two.config, "-o", "yaml")
+	if want := "hash: sha256:"; code != ExitOK || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "\nproviders:\n- one\n- two\n") {
+		t.Errorf("-o yaml: code %d\n%s", code, out)
+	}
 	invalid := newICFixture(t, nil, `- name: "a b"
   matchImages: []
   apiVersion: credentialprovider.kubelet.k8s.io/v1beta1

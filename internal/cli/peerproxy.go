@@ -73,7 +73,18 @@ func newPeerproxyCommand(g *globals) *cobra.Command {
 		Long: `peerproxy serves clients in place of the local kube-apiserver. It forwards a request to
 the local apiserver when that serves the requested group/version/resource, and otherwise to
 a peer sidecar whose apiserver does; it serves the peer-aggregated /apis document. Peers
-find each other through identity Leases in --lease-namespace.`,
+find each other through identity Leases in --lease-namespace. The secure setup (a peer
+CA of its own, a user and namespace of its own) is in docs/mixed-version-proxy.md; a
+static pod for kubeadm control-plane nodes is in deploy/peerproxy.`,
+		Example: `  kplug peerproxy --kubeconfig=/etc/kubernetes/peerproxy.kubeconfig \
+    --lease-namespace=kplug-peerproxy --listen-address=10.0.0.11:6444 \
+    --tls-cert-file=/etc/kubernetes/pki/apiserver.crt --tls-private-key-file=/etc/kubernetes/pki/apiserver.key \
+    --client-ca-file=/etc/kubernetes/pki/ca.crt \
+    --requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt --requestheader-allowed-names=front-proxy-client \
+    --proxy-client-cert-file=/etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key-file=/etc/kubernetes/pki/front-proxy-client.key \
+    --peer-ca-file=/etc/kubernetes/pki/peer-ca.crt \
+    --peer-tls-cert-file=/etc/kubernetes/pki/peerproxy-peer.crt --peer-tls-private-key-file=/etc/kubernetes/pki/peerproxy-peer.key \
+    --metrics-addr=127.0.0.1:9444`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
 	}

@@ -2,7 +2,10 @@
 // served in-process on loopback, with htpasswd authentication and in-memory storage, so
 // that image credential tests pull from a real registry that checks the credentials
 // kplug found. It also records every basic-auth password a client sent, so that a test
-// can show a secret never reached the wrong registry.
+// can show a secret never reached the wrong registry. StartTokenExchange serves the other
+// half of a KEP-4412 pull: an OAuth 2.0 Token Exchange (RFC 8693) endpoint that trades a
+// service-account token, checked with TokenReview against the apiserver, for the puller's
+// password. New and StartTokenExchange also serve programs that are not tests (make demo).
 package registrytest
 
 import (
@@ -43,6 +46,7 @@ type Registry struct {
 	PusherPassword string
 	PullerPassword string
 
+	srv       *httptest.Server
 	requests  atomic.Int64
 	mu        sync.Mutex
 	passwords map[string]bool // every basic-auth password a client sent
@@ -51,18 +55,36 @@ type Registry struct {
 // Start serves a registry until the end of the test.
 func Start(t testing.TB) *Registry {
 	t.Helper()
-	r := &Registry{PusherPassword: RandomString(t), PullerPassword: RandomString(t), passwords: map[string]bool{}}
+	r, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// New serves a registry until Close, for programs that are not tests (make demo); dir
+// holds its htpasswd file.
+func New(dir string) (*Registry, error) {
+	r := &Registry{passwords: map[string]bool{}}
+	for _, pw := range []*string{&r.PusherPassword, &r.PullerPassword} {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		*pw = hex.EncodeToString(b)
+	}
 	var htpasswd strings.Builder
 	for user, pw := range map[string]string{"pusher": r.PusherPassword, "puller": r.PullerPassword} {
 		hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		fmt.Fprintf(&htpasswd, "%s:%s\n", user, hash)
 	}
-	file := filepath.Join(t.TempDir(), "htpasswd")
+	file := filepath.Join(dir, "htpasswd")
 	if err := os.WriteFile(file, []byte(htpasswd.String()), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cfg := &configuration.Configuration{
 		Storage: configuration.Storage{
@@ -76,7 +98,7 @@ func Start(t testing.TB) *Registry {
 	// through logrus's standard logger.
 	logrus.SetLevel(logrus.ErrorLevel)
 	app := handlers.NewApp(context.Background(), cfg)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
 		if _, pw, ok := req.BasicAuth(); ok {
 			r.mu.Lock()
@@ -85,10 +107,12 @@ func Start(t testing.TB) *Registry {
 		}
 		app.ServeHTTP(w, req)
 	}))
-	t.Cleanup(srv.Close)
-	r.Host = strings.TrimPrefix(srv.URL, "http://")
-	return r
+	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
+	return r, nil
 }
+
+// Close stops the registry.
+func (r *Registry) Close() { r.srv.Close() }
 
 // SawPassword reports whether a client sent password to the registry.
 func (r *Registry) SawPassword(password string) bool {
@@ -109,22 +133,27 @@ func (r *Registry) Puller() authn.Basic {
 // on this registry, "HOST/team/app:v1") as pusher, and returns its digest.
 func (r *Registry) Push(t testing.TB, ref string, size int64, layers int64) ggcrv1.Hash {
 	t.Helper()
-	img, err := random.Image(size, layers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img, remote.WithAuth(&authn.Basic{Username: "pusher", Password: r.PusherPassword})); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-	d, err := img.Digest()
+	d, err := r.PushRandom(context.Background(), ref, size, layers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// PushRandom is Push for programs that are not tests.
+func (r *Registry) PushRandom(ctx context.Context, ref string, size int64, layers int64) (ggcrv1.Hash, error) {
+	img, err := random.Image(size, layers)
+	if err != nil {
+		return ggcrv1.Hash{}, err
+	}
+	tag, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return ggcrv1.Hash{}, err
+	}
+	if err := remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuth(&authn.Basic{Username: "pusher", Password: r.PusherPassword})); err != nil {
+		return ggcrv1.Hash{}, fmt.Errorf("push %s: %w", ref, err)
+	}
+	return img.Digest()
 }
 
 // RandomString is 32 random hex digits: a password nobody guesses.

@@ -131,7 +131,7 @@ func TestImageCredentialPresets(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), want) || fake.Runs() != 0 {
 				t.Fatalf("before the RBAC: %v, %d plugin runs; want %q and none", err, fake.Runs(), want)
 			}
-			kubectlApply(ctx, t, cp, filepath.Join(presetDir, p.name+"-rbac.yaml"))
+			kubectlApply(t, cp, "-f", filepath.Join(presetDir, p.name+"-rbac.yaml"))
 
 			var creds []imagecred.Credential
 			poll.Until(t, "the preset's RBAC to let the node request the token", func() bool {
@@ -177,7 +177,7 @@ func TestImageCredentialPresets(t *testing.T) {
 		if _, err := imagecred.GetPod(ctx, alice, ns, "app"); err == nil {
 			t.Fatal("alice read the pod without any RBAC")
 		}
-		kubectlApply(ctx, t, cp, filepath.Join(presetDir, "kplug-rbac.yaml"))
+		kubectlApply(t, cp, "-f", filepath.Join(presetDir, "kplug-rbac.yaml"))
 		_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "kplug-image-credentials"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kplug-image-credentials"},
@@ -295,13 +295,6 @@ func createPullSecret(ctx context.Context, t *testing.T, client kubernetes.Inter
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func kubectlApply(ctx context.Context, t *testing.T, cp *framework.ControlPlane, file string) {
-	t.Helper()
-	if out, err := cp.Kubectl(ctx, cp.Admin, "apply", "-f", file).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply -f %s: %v: %s", file, err, out)
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -285,59 +283,28 @@ func startRegistry(t *testing.T) *registrytest.Registry { return registrytest.St
 
 func randomString(t *testing.T) string { return registrytest.RandomString(t) }
 
-// tokenExchange is an RFC 8693 endpoint that accepts service-account tokens for
-// registryAudience (checked with TokenReview against the apiserver) and issues the
-// registry password of "puller".
+// tokenExchange is a registrytest.TokenExchange for registryAudience that issues the
+// registry password of "puller", for one test.
 type tokenExchange struct {
-	url   string
-	mu    sync.Mutex
-	calls []exchangeCall
+	*registrytest.TokenExchange
+	url string
 }
 
 type exchangeCall struct{ subject, user, audience string }
 
 func startTokenExchange(t *testing.T, client kubernetes.Interface, password string) *tokenExchange {
-	te := &tokenExchange{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.FormValue("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" ||
-			r.FormValue("subject_token_type") != "urn:ietf:params:oauth:token-type:jwt" {
-			oauthError(w, "unsupported_grant_type")
-			return
-		}
-		review, err := client.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: r.FormValue("subject_token"), Audiences: []string{registryAudience}},
-		}, metav1.CreateOptions{})
-		if err != nil || !review.Status.Authenticated {
-			oauthError(w, "invalid_grant")
-			return
-		}
-		te.mu.Lock()
-		te.calls = append(te.calls, exchangeCall{r.FormValue("subject_token"), review.Status.User.Username, r.FormValue("audience")})
-		te.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"access_token": password, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
-			"token_type": "Bearer", "expires_in": 600,
-		})
-	}))
-	t.Cleanup(srv.Close)
-	te.url = srv.URL
-	return te
-}
-
-func oauthError(w http.ResponseWriter, code string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = fmt.Fprintf(w, `{"error":%q}`, code)
+	te := registrytest.StartTokenExchange(client, registryAudience, password)
+	t.Cleanup(te.Close)
+	return &tokenExchange{TokenExchange: te, url: te.URL}
 }
 
 func (te *tokenExchange) only(t *testing.T) exchangeCall {
 	t.Helper()
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	if len(te.calls) != 1 {
-		t.Fatalf("token endpoint called %d times, want 1", len(te.calls))
+	calls := te.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("token endpoint called %d times, want 1", len(calls))
 	}
-	return te.calls[0]
+	return exchangeCall{calls[0].Subject, calls[0].User, calls[0].Audience}
 }
 
 type (
