@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 BIN := $(CURDIR)/_output/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+VERSION ?= $(shell hack/version.sh)
 LDFLAGS := -X github.com/kplug/kplug/internal/version.Version=$(VERSION)
 # Unit tests are everything but the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
@@ -14,7 +14,7 @@ E2E_PKGS = ./test/e2e/...
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
 tools: ## Build the pinned etcd, kube-apiserver (1.36 and 1.35), kube-controller-manager, kubectl, golangci-lint, apidiff and the real exec plugins (aws-iam-authenticator, kubelogin) into _output/bin, and install the pinned npm RFC 9421 implementation for test/interop (skips what is current)
@@ -60,10 +60,29 @@ bench: ## Benchmarks: kplug beside the upstream code it replaces (see docs/bench
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 	cd test/bench && $(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 
+.PHONY: release
+release: ## Archives of kplug for linux, darwin and windows (amd64, arm64), SBOMs, SHA256SUMS, the krew manifest and the OCI image, reproducibly, into _output/release
+	hack/tools/build.sh syft
+	$(GO) run ./hack/release --version $(VERSION) --syft $(BIN)/syft --out $(CURDIR)/_output/release
+
+.PHONY: release-check
+release-check: ## Build the release of HEAD twice (two clones, different paths) and check it: identical bytes, SHA256SUMS, SBOMs, image, krew
+	hack/tools/build.sh syft krew kubectl
+	KPLUG_E2E_REQUIRED=1 KPLUG_RELEASE_CHECK=1 $(GO) test -count=1 -timeout 60m -run '^TestRelease$$' -v ./test/e2e/
+
+.PHONY: image-push
+image-push: ## Push the release's image and its SBOMs: make image-push IMAGE=registry.example/kplug:v1.2.3
+	@[[ -n "$(IMAGE)" ]] || { echo "image-push: set IMAGE=registry/repository:tag" >&2; exit 2; }
+	$(GO) run ./hack/release push --layout $(CURDIR)/_output/release/image $(IMAGE)
+
 .PHONY: demo
-demo: tools build ## Start a control plane, show each mechanism against it, shut it down
+demo: demo-notice tools build ## Start a control plane, show the four mechanisms against it, shut it down (the first run builds the control plane: 5 to 20 minutes)
 	$(GO) build -o $(BIN)/kplug-demo-plugin ./test/e2e/testplugin
 	$(GO) run ./hack/demo --bin-dir $(BIN)
+
+.PHONY: demo-notice
+demo-notice:
+	@echo "demo: the first run builds etcd, kube-apiserver and kubectl from their pinned sources (5 to 20 minutes on 2 cores), and keeps them in ~/.cache/kplug/tools: later runs, and fresh clones, start in seconds" >&2
 
 .PHONY: clean
 clean: ## Remove kplug build output (keeps the slow-to-build tools)

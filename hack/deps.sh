@@ -4,7 +4,7 @@
 # fails later for a missing package.
 set -euo pipefail
 
-# command:package pairs; a package is missing when its command is.
+# command:package pairs; a package is missing when its command is (or, for a /path, that file).
 needs=(
 	gcc:gcc                  # cgo, for PKCS#11 keys
 	git:git                  # version stamps
@@ -16,10 +16,17 @@ needs=(
 	keyctl:keyutils                       # the kernel keyring as users inspect it
 	node:nodejs                           # test/interop runs an npm RFC 9421 implementation
 	npm:npm                               # make tools installs it (npm ci)
+	skopeo:skopeo                         # a real registry client through the docker credential helper
+	/usr/share/bash-completion/bash_completion:bash-completion   # kplug completion bash, run in bash
 )
 missing=()
 for pair in "${needs[@]}"; do
-	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+	need=${pair%%:*}
+	if [[ $need == /* ]]; then
+		[[ -e $need ]] || missing+=("${pair#*:}")
+	else
+		command -v "$need" >/dev/null 2>&1 || missing+=("${pair#*:}")
+	fi
 done
 ((${#missing[@]})) || exit 0
 

@@ -1,13 +1,3 @@
-// Package httpsig signs and verifies Kubernetes API requests with RFC 9421 HTTP message
-// signatures in the profile of KEP-6308 "HTTP Message Signature Authentication"
-// (kubernetes/enhancements PR #6335; the text this package follows is named by
-// KEPRevision). Each rule cites the KEP section it comes from, so a change to the KEP
-// maps to one place here.
-//
-// The package is the one implementation of the profile in kplug: the exec proxy's
-// `--sign rfc9421`, in-process signing in execcred, and the verifying front proxy in
-// httpsig/verifier all use it. It depends on the standard library and an RFC 8941/9651
-// structured field parser only.
 package httpsig
 
 import (

@@ -205,3 +205,44 @@ func TestDockerHelperGet(t *testing.T) {
 		}
 	}
 }
+
+func TestDockerHelperList(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cache, err := NewDirCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := DockerHelperList(cache, now, &out); err != nil || out.String() != "{}\n" {
+		t.Errorf("an empty cache: %q, %v", out.String(), err)
+	}
+	cache.Put("ecr", "k1", CacheEntry{ExpiresAt: now.Add(time.Hour), Auth: map[string]AuthConfig{
+		"123.dkr.ecr.eu-west-1.amazonaws.com": {Username: "AWS", Password: "p"},
+		"*.dkr.ecr.*.amazonaws.com":           {Username: "AWS", Password: "p"}, // names no server
+	}})
+	cache.Put("hub", "k2", CacheEntry{ExpiresAt: now.Add(-time.Second), Auth: map[string]AuthConfig{ // expired
+		"https://index.docker.io/v1/": {Username: "hub", Password: "h"},
+	}})
+	cache.Put("a", "k3", CacheEntry{ExpiresAt: now.Add(time.Minute), Auth: map[string]AuthConfig{"registry.io": {Username: "old", Password: "o"}}})
+	cache.Put("b", "k4", CacheEntry{ExpiresAt: now.Add(2 * time.Minute), Auth: map[string]AuthConfig{"registry.io": {Username: "new", Password: "n"}}})
+	out.Reset()
+	want := `{"123.dkr.ecr.eu-west-1.amazonaws.com":"AWS","registry.io":"new"}` + "\n"
+	if err := DockerHelperList(cache, now, &out); err != nil || out.String() != want {
+		t.Errorf("list = %q, %v; want %q", out.String(), err, want)
+	}
+	out.Reset()
+	if err := DockerHelperList(nil, now, &out); err != nil || out.String() != "{}\n" {
+		t.Errorf("no cache: %q, %v", out.String(), err)
+	}
+}
+
+func TestDockerHelperReadOnly(t *testing.T) {
+	for _, action := range []string{"store", "erase"} {
+		var out bytes.Buffer
+		err := DockerHelperReadOnly(action, strings.NewReader(`{"ServerURL":"registry.io","Username":"u","Secret":"s3cret"}`), &out)
+		want := `"` + action + `" is not supported: this credential helper is read-only: its credentials come from kubelet credential provider plugins`
+		if !errors.Is(err, ErrHelperReadOnly) || err.Error() != want || out.String() != want+"\n" {
+			t.Errorf("%s: %q, %v; want %q", action, out.String(), err, want)
+		}
+	}
+}

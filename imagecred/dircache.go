@@ -1,6 +1,7 @@
 package imagecred
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/kplug/kplug/internal/diskstore"
@@ -50,3 +51,20 @@ func (c *DirCache) Put(provider, key string, e CacheEntry) {
 
 // Delete implements Cache.
 func (c *DirCache) Delete(provider, key string) { _ = c.store.Delete(storeKey(provider, key)) }
+
+// Entries returns every entry of the directory, expired ones too; an entry that does not
+// decode is skipped, as Get treats it as a miss. It implements CacheLister.
+func (c *DirCache) Entries() ([]CacheEntry, error) {
+	found, err := c.store.Entries()
+	if err != nil {
+		return nil, fmt.Errorf("imagecred: cache directory: %w", err)
+	}
+	entries := make([]CacheEntry, 0, len(found))
+	for _, f := range found {
+		var e CacheEntry
+		if json.Unmarshal(f.Data, &e) == nil {
+			entries = append(entries, e)
+		}
+	}
+	return entries, nil
+}

@@ -27,8 +27,15 @@
 //     provider has tokenAttributes, and merges the answers as the kubelet's keyring does:
 //     most specific auth key first, with the Docker Hub fallback.
 //  5. Output. Credentials in the order the kubelet tries them; DockerConfigJSON renders
-//     them as a docker config.json, and Keyring.DockerHelperGet answers the
-//     docker-credential-helpers protocol.
+//     them as a docker config.json, Keyring.DockerHelperGet answers the
+//     docker-credential-helpers protocol (DockerHelperList and DockerHelperReadOnly the rest
+//     of it, as read-only helpers answer), and package imagecred/keychain makes a Keyring a
+//     go-containerregistry keychain.
+//
+// Before all of it, Pull.CredentialsNeeded says whether the kubelet would look credentials
+// up at all for a pull (pull policy, image present, access to verify): a runtime that
+// integrates imagecred asks it first, so that an image already on the node costs no plugin
+// run (the kubelet 1.33 ran plugins regardless, kubernetes/kubernetes#132951).
 //
 // New does all of this from Options, checking the bin directory and binaries as the
 // kubelet does at startup. Compose the pieces yourself (see the example) to put an

@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
+	"time"
 )
 
 // DockerConfigJSON renders credentials as a docker config.json document,
@@ -102,4 +105,59 @@ func helperRepository(serverURL string) string {
 		return host
 	}
 	return host + "/" + path
+}
+
+// CacheLister is a Cache whose entries can be listed, for the helper protocol's "list":
+// DirCache is one.
+type CacheLister interface {
+	Entries() ([]CacheEntry, error)
+}
+
+// DockerHelperList answers the "list" of the docker-credential-helpers protocol, as the
+// read-only helpers of cloud registries do: it writes {SERVER:USERNAME} for the credentials
+// a cache holds now (unexpired entries of c), which a "get" for that server answers without
+// running a plugin. An auth key with a wildcard ("*.registry.io") names no server and is
+// left out; when two entries name one server, the one that expires last wins. With a nil c
+// (no cache) the list is empty, "{}": kplug stores nothing of its own, and docker build,
+// which lists a credsStore's servers, must not fail for it.
+func DockerHelperList(c CacheLister, now time.Time, out io.Writer) error {
+	servers := map[string]string{}
+	if c != nil {
+		entries, err := c.Entries()
+		if err != nil {
+			return fmt.Errorf("list cached credentials: %w", err)
+		}
+		expires := map[string]time.Time{}
+		for _, e := range entries {
+			if e.expired(now) {
+				continue
+			}
+			for _, key := range slices.Sorted(maps.Keys(e.Auth)) {
+				if strings.ContainsAny(key, "*?[") || e.Auth[key].Username == "" {
+					continue
+				}
+				if last, ok := expires[key]; ok && !e.ExpiresAt.After(last) {
+					continue
+				}
+				servers[key], expires[key] = e.Auth[key].Username, e.ExpiresAt
+			}
+		}
+	}
+	return json.NewEncoder(out).Encode(servers)
+}
+
+// ErrHelperReadOnly is the answer to the protocol's "store" and "erase": a helper backed by
+// provider plugins has nothing to store credentials in, and erasing what a plugin returns
+// would only make it run again.
+var ErrHelperReadOnly = errors.New("this credential helper is read-only: its credentials come from kubelet credential provider plugins")
+
+// DockerHelperReadOnly answers the protocol's "store" or "erase" (action): it reads what
+// the client sent (at most 64 KiB, discarded: a store carries a secret), writes the
+// refusal to out, where the protocol's clients read a helper's error, and returns it,
+// wrapping ErrHelperReadOnly.
+func DockerHelperReadOnly(action string, in io.Reader, out io.Writer) error {
+	_, _ = io.Copy(io.Discard, io.LimitReader(in, 64<<10))
+	err := fmt.Errorf("%q is not supported: %w", action, ErrHelperReadOnly)
+	_, _ = fmt.Fprintln(out, err.Error())
+	return err
 }

@@ -5,9 +5,11 @@ package imagecred
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kplug/kplug/imagecred/plugin"
 	"github.com/kplug/kplug/internal/poll"
 )
 
@@ -36,7 +38,10 @@ func TestSecurityCallerGivingUpDoesNotFailTheSharedRun(t *testing.T) {
 	// The first caller starts the run and the second joins it; then the first gives up.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The second starts only once the first's run is under way: had the second started
+	// the run, the first's cancellation could not reach it whatever the code did.
 	first := lookupAsync(ctx, k, "registry.io/app")
+	poll.Until(t, "the first caller's plugin run started", func() bool { return f.fake("p").Runs() == 1 })
 	second := lookupAsync(context.Background(), k, "registry.io/app")
 	poll.Until(t, "both callers in the run", func() bool { return waiters(t, k, "registry.io/app") == 2 })
 	cancel()
@@ -53,5 +58,39 @@ func TestSecurityCallerGivingUpDoesNotFailTheSharedRun(t *testing.T) {
 	}
 	if n := f.execs("p"); n != 2 {
 		t.Errorf("plugin ran %d times, want 2 (one shared run, one later lookup)", n)
+	}
+}
+
+// Issue 12 finding 9, the failure cache on its own (WithFailureCache is public, and may be
+// used without WithCache's flight in front of it): an error that comes with the caller's
+// cancellation is the caller's, never remembered as the provider failing.
+func TestSecurityFailureCacheForgetsACallersCancellation(t *testing.T) {
+	var runs atomic.Int32
+	started := make(chan struct{}, 1)
+	p := WithFailureCache(FuncProvider(func(ctx context.Context, _ *plugin.Request) (*plugin.Response, error) {
+		if runs.Add(1) == 1 {
+			started <- struct{}{}
+			<-ctx.Done() // the first run lasts until its caller gives up
+			return nil, ctx.Err()
+		}
+		return &plugin.Response{CacheKeyType: plugin.CacheImage, Auth: robot}, nil
+	}), FailureCacheOptions{TTL: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Provide(ctx, &Request{Image: "registry.io/app"})
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller that gave up got %v, want context.Canceled", err)
+	}
+	resp, err := p.Provide(context.Background(), &Request{Image: "registry.io/app"})
+	if err != nil || resp == nil || len(resp.Auth) != 1 {
+		t.Errorf("the next caller got %+v, %v; want the provider's answer, not a remembered failure", resp, err)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("provider ran %d times, want 2", n)
 	}
 }

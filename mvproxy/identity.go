@@ -3,6 +3,7 @@ package mvproxy
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -161,6 +162,21 @@ type CertIdentifier struct {
 	RequestHeaderCAs *x509.CertPool
 	// AllowedNames limits the common names accepted from RequestHeaderCAs; empty allows any.
 	AllowedNames []string
+}
+
+// ErrSharedClientCA is CertIdentifier.Validate's refusal of a configuration in which every
+// user could assert any identity.
+var ErrSharedClientCA = errors.New("mvproxy: ClientCAs and RequestHeaderCAs hold the same CAs and AllowedNames is empty: every user's client certificate would be trusted to assert any identity; use a separate front-proxy CA or set AllowedNames")
+
+// Validate refuses, with ErrSharedClientCA, a CertIdentifier whose ClientCAs and
+// RequestHeaderCAs are the same CAs while AllowedNames is empty: a user's client
+// certificate would then also pass as a front proxy's, whose X-Remote-* headers name any
+// user. kube-apiserver's documentation warns against the same setup.
+func (c *CertIdentifier) Validate() error {
+	if c.ClientCAs != nil && c.RequestHeaderCAs != nil && len(c.AllowedNames) == 0 && c.ClientCAs.Equal(c.RequestHeaderCAs) {
+		return ErrSharedClientCA
+	}
+	return nil
 }
 
 // Identify implements Options.Identify.

@@ -17,6 +17,6 @@
 // The package depends on execcred/wire, not on execcred or client-go, so that a plugin
 // written with it starts as fast as Go allows (a client runs it on every command).
 //
-// The package example is a complete plugin; execcred's ExampleFuncSource uses one
-// in-process.
+// Example_main is a complete plugin; Example_inProcess uses a Func in-process, as the
+// source of execcred's pipeline (execcred.FuncSource).
 package plugin

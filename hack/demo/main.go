@@ -1,5 +1,7 @@
 // Command demo brings up a real control plane (etcd and kube-apiserver on loopback), shows
-// how to reach it, runs kplug's mechanisms against it, and shuts it down. `make demo` runs it.
+// how to reach it, runs kplug's four mechanisms against it (exec credentials and their
+// cache, the exec proxy, image credentials with service-account tokens, and, as root, the
+// mixed version proxy between two apiservers), and shuts it down. `make demo` runs it.
 package main
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +33,7 @@ func main() {
 
 func run(ctx context.Context, binDir string, wait bool) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...) }
+	start := time.Now()
 	logf("starting etcd and kube-apiserver on loopback...")
 	cp, err := framework.Start(ctx, framework.Options{BinDir: binDir, Logf: logf})
 	if err != nil {
@@ -47,6 +51,10 @@ func run(ctx context.Context, binDir string, wait bool) error {
 	fmt.Printf("token user %q: %s\n", cp.TokenUser.Name, cp.TokenUser.Kubeconfig)
 	fmt.Printf("client-certificate user %q: %s\n", cp.CertUser.Name, cp.CertUser.Kubeconfig)
 	fmt.Printf("files and logs (removed on stop): %s\n\n", cp.Dir)
+	// kubectl's discovery cache goes with the rest, not into ~/.kube/cache.
+	if err := os.Setenv("KUBECACHEDIR", filepath.Join(cp.Dir, "kube-cache")); err != nil {
+		return err
+	}
 
 	for _, step := range []struct {
 		title string
@@ -77,6 +85,13 @@ func run(ctx context.Context, binDir string, wait bool) error {
 	if err := execProxyDemo(ctx, cp); err != nil {
 		return err
 	}
+	if err := imageCredentialDemo(ctx, cp); err != nil {
+		return err
+	}
+	if err := mixedVersionProxyDemo(ctx, cp.BinDir, logf); err != nil {
+		return err
+	}
+	logf("all four mechanisms shown in %v", time.Since(start).Round(time.Second))
 
 	if wait {
 		fmt.Printf("export KUBECONFIG=%s\n", cp.Admin.Kubeconfig)

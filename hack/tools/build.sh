@@ -6,8 +6,12 @@
 # Built binaries are kept by that key in a cache outside the checkout
 # (KPLUG_TOOLS_CACHE, default ~/.cache/kplug/tools), so a fresh clone on the same machine
 # reuses them instead of spending twenty minutes rebuilding kube-apiserver.
+#
+# With tool names as arguments (hack/tools/build.sh syft), only those are built; the tools
+# in on_demand (make release's) are built only when named.
 set -euo pipefail
 cd "$(dirname "$0")"
+only=" $* "
 out=$(cd ../.. && pwd)/_output/bin
 cache=${KPLUG_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kplug/tools}
 mkdir -p "$out"
@@ -16,6 +20,20 @@ mkdir -p -m 0700 "$cache"
 k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)                         # e.g. v1.36.3
 previous=$(cd previous && go list -m -f '{{.Version}}' k8s.io/kubernetes)     # e.g. v1.35.4
 goversion=$(go version)
+
+# on_demand tools are for make release and make release-check only, which name them: syft
+# costs 11 minutes cold, which make test (and so CI) does not spend.
+on_demand=" syft krew "
+
+# wanted NAME: whether this run builds NAME (every tool but on_demand's, unless names were
+# given).
+wanted() {
+	if [[ $only == "  " ]]; then
+		[[ $on_demand != *" $1 "* ]]
+	else
+		[[ $only == *" $1 "* ]]
+	fi
+}
 
 # place NAME KEY BUILDER ARGS...: put the binary kept under KEY into _output/bin, running
 # `BUILDER ARGS... OUTPUT` to build it into the cache first when it is not there.
@@ -44,6 +62,7 @@ place() {
 # build NAME PKG [LDFLAGS [MODDIR]]: a package of a module pinned in hack/tools/go.mod, or in
 # the module at MODDIR (relative to hack/tools), such as previous/ for the previous minor.
 build() {
+	wanted "$1" || return 0
 	local name=$1 pkg=$2 ldflags=${3:-} moddir=${4:-.}
 	local key modules
 	modules=$(cd "$moddir" && go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "$pkg" | sort -u)
@@ -66,23 +85,29 @@ k8s_ldflags() {
 	echo "$flags"
 }
 
-# build_release NAME PKG VERSION: a program as its authors released it, for tests that run
-# real third-party plugins. `go install PKG@VERSION` builds it from that version's own go.mod
+# build_release NAME PKG VERSION [LDFLAGS]: a program as its authors released it, for tests
+# that run real third-party plugins (LDFLAGS stamp what their release builds stamp).
+# `go install PKG@VERSION` builds it from that version's own go.mod
 # (no replacements, every module checked against the checksum database), so hack/tools/go.mod
 # and its k8s.io replace block never touch its dependencies, nor it theirs. That graph is
 # fixed by the version, so the Go version, package and version make the whole key.
 build_release() {
-	local name=$1 pkg=$2 version=$3
+	wanted "$1" || return 0
+	local name=$1 pkg=$2 version=$3 ldflags=${4:-}
 	local key
-	key=$(printf '%s\n%s@%s\n' "$goversion" "$pkg" "$version" | sha256sum | cut -c1-32)
-	place "$name" "$key" go_install "$pkg@$version"
+	if [[ -z $ldflags ]]; then
+		key=$(printf '%s\n%s@%s\n' "$goversion" "$pkg" "$version" | sha256sum | cut -c1-32)
+	else
+		key=$(printf '%s\n%s@%s\n%s\n' "$goversion" "$pkg" "$version" "$ldflags" | sha256sum | cut -c1-32)
+	fi
+	place "$name" "$key" go_install "$ldflags" "$pkg@$version"
 }
 
-go_install() { # PKG@VERSION OUTPUT
+go_install() { # LDFLAGS PKG@VERSION OUTPUT
 	local bin
 	bin=$(mktemp -d "$cache/.install.XXXXXX")
-	GOBIN=$bin go install -trimpath "$1"
-	mv "$bin/$(basename "${1%@*}")" "$2"
+	GOBIN=$bin go install -trimpath -ldflags "$1" "$2"
+	mv "$bin/$(basename "${2%@*}")" "$3"
 	rmdir "$bin"
 }
 
@@ -90,6 +115,7 @@ go_install() { # PKG@VERSION OUTPUT
 # interop tests, installed with `npm ci` (integrity-checked against the lock) into the cache
 # under the lock's and node's hash, then copied to _output/node/NAME/node_modules.
 npm_module() {
+	wanted "$1" || return 0
 	local name=$1 dir=../../test/interop/$1
 	local dest=$out/../node/$name
 	if ! command -v npm >/dev/null 2>&1; then
@@ -135,5 +161,13 @@ build apidiff golang.org/x/exp/cmd/apidiff
 # that the Go here (go.mod: 1.26) builds.
 build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
 build_release kubelogin github.com/Azure/kubelogin v0.2.21
+# A real registry client for the docker credential helper's end-to-end tests
+# (test/e2e/imagecred_clients_test.go): go-containerregistry's CLI, at the version the
+# library's go.mod requires, so that the keychain and the CLI are the same code.
+build_release crane github.com/google/go-containerregistry/cmd/crane v0.22.1
+# The release's tools (docs/development.md, "Releases"), built on demand: syft makes the
+# SBOMs of make release; krew installs its krew manifest in make release-check.
+build_release syft github.com/anchore/syft/cmd/syft v1.57.0 "-X main.version=1.57.0"
+build_release krew sigs.k8s.io/krew/cmd/krew v0.4.4
 # An RFC 9421 implementation nobody here wrote, for test/interop (docs/development.md).
 npm_module rfc9421

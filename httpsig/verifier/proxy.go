@@ -115,9 +115,12 @@ func (p *Proxy) Reload() (bool, error) {
 }
 
 // Serve listens, serves over TLS (HTTP/2 and HTTP/1.1, the latter for upgrades) with
-// kube-apiserver's server limits (reverseproxy.NewServer), follows the configuration file, and when
-// ctx ends stops accepting connections, lets requests finish for up to ShutdownTimeout and
-// returns nil; or returns the error that stopped serving. Serve is called once.
+// kube-apiserver's server limits (at most 1 MiB of request headers, read within 32 s; idle
+// connections closed after 90 s; over HTTP/2, 100 concurrent streams per connection and
+// 256 KiB frames; no write timeout, which would cut watches), follows the configuration
+// file, and when ctx ends stops accepting connections, lets requests finish for up to
+// ShutdownTimeout and returns nil; or returns the error that stopped serving. Serve is
+// called once.
 func (p *Proxy) Serve(ctx context.Context) error {
 	ln := p.o.Listener
 	if ln == nil {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/internal/execcache"
+	"github.com/kplug/kplug/internal/output"
 )
 
 type credentialOptions struct {
@@ -25,7 +25,7 @@ type credentialOptions struct {
 
 func (o *credentialOptions) AddFlags(cmd *cobra.Command) {
 	o.kubeconfig.AddFlags(cmd)
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &o.output, "the credential's summary")
 	cmd.Flags().BoolVar(&o.showToken, "show-token", false, "print the token itself instead of a redacted form")
 }
 
@@ -41,7 +41,8 @@ For a user with an httpSignature block (KEP-6308), the signing key it returned (
 key files hold): key ID, algorithm, certificate and signed headers, never the key.
 Tokens and signed header values are redacted unless --show-token.`,
 		Example: `  kplug credential --context prod
-  kplug credential -o json --show-token | jq -r .token`,
+  kplug credential -o json --show-token | jq -r .token
+  kplug credential --kubeconfig ~/.kube/eks.yaml -o yaml`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g, cmd.OutOrStdout()) },
 	}
@@ -75,8 +76,8 @@ type certSummary struct {
 }
 
 func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) error {
-	if o.output != "text" && o.output != "json" {
-		return &usageError{err: fmt.Errorf("invalid --output %q: want text or json", o.output), showHelp: true}
+	if err := checkOutput(o.output); err != nil {
+		return err
 	}
 	cfg, err := o.kubeconfig.restConfig(g)
 	if err != nil {
@@ -96,11 +97,8 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 		command, apiVersion = p.Command, p.APIVersion
 	}
 	s := summarize(command, apiVersion, cred, o.showToken)
-	if o.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // "<redacted, 29 bytes>" as it is
-		return enc.Encode(s)
+	if output.IsStructured(o.output) {
+		return output.Write(out, o.output, s)
 	}
 	return printCredential(out, s, time.Now())
 }

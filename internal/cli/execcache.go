@@ -24,6 +24,7 @@ func newExecCacheCommand(g *globals) *cobra.Command {
 		RunE:    func(cmd *cobra.Command, args []string) error { return runExecCache(cmd.Context(), g, c, args) },
 	}
 	c.AddFlags(cmd.Flags())
+	completeOutputFlag(cmd)
 	return cmd
 }
 

@@ -23,7 +23,7 @@ func TestExecCacheUsageErrors(t *testing.T) {
 		{[]string{"exec-cache", "--all"}, "--all only goes with --clear"},
 		{[]string{"exec-cache", "--clear"}, "--clear needs the wrapped command (--clear -- COMMAND [ARGS...]) or --all"},
 		{[]string{"exec-cache", "--clear", "--all", "--", "x"}, "--clear --all takes no command; to remove one command's entries, drop --all"},
-		{[]string{"exec-cache", "--list", "-o", "yaml"}, `invalid --output "yaml": want text or json`},
+		{[]string{"exec-cache", "--list", "-o", "xml"}, `invalid --output "xml": want text, json or yaml`},
 		{[]string{"exec-cache", "--skew=-1s", "--", "x"}, "invalid --skew -1s: must not be negative"},
 		{[]string{"exec-cache", "--default-ttl=25h", "--", "x"}, "invalid --default-ttl 25h0m0s: want 0 (do not cache answers without expiry) up to 24h0m0s"},
 		{[]string{"exec-cache", "--default-ttl=-1m", "--", "x"}, "invalid --default-ttl -1m0s: want 0 (do not cache answers without expiry) up to 24h0m0s"},
@@ -76,6 +76,11 @@ $`)
 	}
 	if strings.Contains(out, "0123456789abcdef") {
 		t.Error("--list printed the token")
+	}
+	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--list", "-o", "yaml")
+	if code != ExitOK || !strings.HasPrefix(out, "- apiVersion: client.authentication.k8s.io/v1\n  args:\n  - --some-plugin-flag\n  clients: 1\n") ||
+		!strings.Contains(out, "\n  credential: token (29 bytes)\n") || strings.Contains(out, "0123456789abcdef") {
+		t.Errorf("--list -o yaml: code %d:\n%s", code, out)
 	}
 
 	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--clear", "--", os.Args[0], "--some-plugin-flag")

@@ -130,6 +130,17 @@ $`)
 	if code != ExitOK || out != wantJSON {
 		t.Errorf("json: code %d\n%s\nwant\n%s", code, out, wantJSON)
 	}
+
+	code, out, _ = runIn(t, "", "credential", "--kubeconfig", kc, "-o", "yaml")
+	wantYAML := fmt.Sprintf(`apiVersion: client.authentication.k8s.io/v1
+command: %s
+expirationTimestamp: "2099-01-02T03:04:05Z"
+kind: token
+token: <redacted, 29 bytes>
+`, os.Args[0])
+	if code != ExitOK || out != wantYAML {
+		t.Errorf("yaml: code %d\n%s\nwant\n%s", code, out, wantYAML)
+	}
 }
 
 func TestRequestCommand(t *testing.T) {

@@ -109,6 +109,16 @@ func TestImageCredentialValidate(t *testing.T) {
 	if code != ExitOK || !strings.HasPrefix(out, "valid (1 providers, config hash sha256:") || errOut != "" {
 		t.Errorf("valid config: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	hash := strings.TrimSuffix(strings.TrimPrefix(out, "valid (1 providers, config hash "), ")\n")
+	two := newICFixture(t, []string{"one", "two"}, icProvider("one", "registry.io")+icProvider("two", "other.io"))
+	code, out, _ = runIn(t, "", "image-credential", "validate", "--config", valid.config, "-o", "json")
+	if want := "{\n  \"providers\": [\n    \"one\"\n  ],\n  \"hash\": \"" + hash + "\"\n}\n"; code != ExitOK || out != want {
+		t.Errorf("-o json: code %d\n%s\nwant\n%s", code, out, want)
+	}
+	code, out, _ = runIn(t, "", "image-credential", "validate", "--config", two.config, "-o", "yaml")
+	if want := "hash: sha256:"; code != ExitOK || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "\nproviders:\n- one\n- two\n") {
+		t.Errorf("-o yaml: code %d\n%s", code, out)
+	}
 	invalid := newICFixture(t, nil, `- name: "a b"
   matchImages: []
   apiVersion: credentialprovider.kubelet.k8s.io/v1beta1
@@ -148,6 +158,30 @@ func TestDockerHelperGet(t *testing.T) {
 	if code != ExitFailure || out != "credentials not found in native keychain\n" {
 		t.Errorf("unknown registry: code %d, stdout %q", code, out)
 	}
+
+	// list names what the cache holds: what get answers without a plugin run.
+	code, out, errOut := runIn(t, "", "image-credential", "docker-helper", "list", "--cache-dir", cache)
+	if want := `{"https://index.docker.io/v1/":"hub","registry.io:5000":"reg"}` + "\n"; code != ExitOK || out != want {
+		t.Errorf("list: code %d, stdout %q, want %q; stderr %q", code, out, want, errOut)
+	}
+	code, out, _ = runIn(t, "", "image-credential", "docker-helper", "list")
+	if code != ExitOK || out != "{}\n" {
+		t.Errorf("list without a cache: code %d, stdout %q", code, out)
+	}
+}
+
+func TestDockerHelperReadOnly(t *testing.T) {
+	for _, action := range []string{"store", "erase"} {
+		code, out, errOut := runIn(t, `{"ServerURL":"registry.io","Username":"u","Secret":"s3cret"}`, "image-credential", "docker-helper", action)
+		msg := `"` + action + `" is not supported: this credential helper is read-only: its credentials come from kubelet credential provider plugins`
+		if code != ExitFailure || out != msg+"\n" || errOut != "Error: "+msg+"\n" {
+			t.Errorf("%s: code %d, stdout %q, stderr %q; want exit 1 and %q", action, code, out, errOut, msg)
+		}
+	}
+	code, out, _ := runIn(t, "", "image-credential", "docker-helper", "version")
+	if code != ExitOK || !strings.HasPrefix(out, "kplug image-credential docker-helper (github.com/kplug/kplug) ") {
+		t.Errorf("version: code %d, stdout %q", code, out)
+	}
 }
 
 func TestTokenExchangePluginCommand(t *testing.T) {
@@ -172,5 +206,45 @@ func TestTokenExchangePluginCommand(t *testing.T) {
 	code, out, errOut = runIn(t, req, "image-credential", "plugin", "token-exchange", "--endpoint", "http://sts.example/token")
 	if want := "Error: token-exchange: endpoint \"http://sts.example/token\" is not an https URL"; code != ExitUsage || out != "" || !strings.HasPrefix(errOut, want) {
 		t.Errorf("http endpoint: code %d, stdout %q, stderr %q; want exit %d and %s...", code, out, errOut, ExitUsage, want)
+	}
+}
+
+// Regression test for kubernetes/kubernetes#132951 (1.33 looked up credentials for images
+// already present, so a plugin that could not reach its cloud failed pods that needed
+// nothing from the registry): told the pull policy and that the image is present, get asks
+// no provider, as the kubelet 1.34+ decides.
+func TestImageCredentialGetPullDecision(t *testing.T) {
+	f := newICFixture(t, []string{"acr"}, icProvider("acr", "*.azurecr.io"))
+	f.fakes["acr"].Exit(1).Stderr("failed to receive challenge: dial tcp: i/o timeout")
+	args := func(extra ...string) []string {
+		return append([]string{"image-credential", "get", "team.azurecr.io/cilium/cilium:v1", "--config", f.config, "--bin-dir", f.dir}, extra...)
+	}
+	for _, tc := range []struct {
+		extra []string
+		code  int
+		out   string
+		runs  int // plugin runs so far
+	}{
+		{[]string{"--pull-policy", "IfNotPresent", "--image-present"}, ExitOK, `{"auths":{}}` + "\n", 0},
+		{[]string{"--pull-policy", "Never", "--image-present"}, ExitOK, `{"auths":{}}` + "\n", 0},
+		{[]string{"--pull-policy", "Never"}, ExitFailure, "", 0},
+		{nil, ExitFailure, "", 1}, // no decision inputs: look up, as before
+		{[]string{"--pull-policy", "IfNotPresent"}, ExitFailure, "", 2},
+		{[]string{"--pull-policy", "Always", "--image-present"}, ExitFailure, "", 3},
+		{[]string{"--pull-policy", "IfNotPresent", "--image-present", "--verify-access"}, ExitFailure, "", 4},
+	} {
+		code, out, errOut := runIn(t, "", args(tc.extra...)...)
+		if code != tc.code || out != tc.out || f.execs("acr") != tc.runs {
+			t.Errorf("%v: code %d, stdout %q, %d plugin runs; want %d, %q, %d\nstderr %s", tc.extra, code, out, f.execs("acr"), tc.code, tc.out, tc.runs, errOut)
+		}
+	}
+	code, _, errOut := runIn(t, "", args("--pull-policy", "Never")...)
+	if want := "Error: container image \"team.azurecr.io/cilium/cilium:v1\": image is not present with pull policy of Never\n"; code != ExitFailure || errOut != want {
+		t.Errorf("Never, absent: code %d, stderr %q, want %q", code, errOut, want)
+	}
+	for _, bad := range [][]string{{"--pull-policy", "Sometimes"}, {"--image-present"}, {"--verify-access"}} {
+		if code, out, errOut := runIn(t, "", args(bad...)...); code != ExitUsage || out != "" || f.execs("acr") != 4 {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want a usage error and no plugin run", bad, code, out, errOut)
+		}
 	}
 }

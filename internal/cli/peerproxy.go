@@ -73,7 +73,18 @@ func newPeerproxyCommand(g *globals) *cobra.Command {
 		Long: `peerproxy serves clients in place of the local kube-apiserver. It forwards a request to
 the local apiserver when that serves the requested group/version/resource, and otherwise to
 a peer sidecar whose apiserver does; it serves the peer-aggregated /apis document. Peers
-find each other through identity Leases in --lease-namespace.`,
+find each other through identity Leases in --lease-namespace. The secure setup (a peer
+CA of its own, a user and namespace of its own) is in docs/mixed-version-proxy.md; a
+static pod for kubeadm control-plane nodes is in deploy/peerproxy.`,
+		Example: `  kplug peerproxy --kubeconfig=/etc/kubernetes/peerproxy.kubeconfig \
+    --lease-namespace=kplug-peerproxy --listen-address=10.0.0.11:6444 \
+    --tls-cert-file=/etc/kubernetes/pki/apiserver.crt --tls-private-key-file=/etc/kubernetes/pki/apiserver.key \
+    --client-ca-file=/etc/kubernetes/pki/ca.crt \
+    --requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt --requestheader-allowed-names=front-proxy-client \
+    --proxy-client-cert-file=/etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key-file=/etc/kubernetes/pki/front-proxy-client.key \
+    --peer-ca-file=/etc/kubernetes/pki/peer-ca.crt \
+    --peer-tls-cert-file=/etc/kubernetes/pki/peerproxy-peer.crt --peer-tls-private-key-file=/etc/kubernetes/pki/peerproxy-peer.key \
+    --metrics-addr=127.0.0.1:9444`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
 	}
@@ -94,7 +105,7 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 	opts.Metrics = metrics
 	s, err := sidecar.New(opts)
 	if err != nil {
-		return invalidConfig(err)
+		return invalidConfig(sidecarFlagErrors(err))
 	}
 	return serveWithMetrics(ctx, g, o.metricsAddr, reg, s.Serve)
 }
@@ -137,18 +148,12 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 	}
 	peerCAs, err := loadPool(o.peerCA, "peer-ca-file")
 	errs = append(errs, err)
-	if err == nil && serving != nil && (o.peerCert == "" || peerServing != nil) {
-		errs = append(errs, checkPeerCertificate(o, serving, peerServing, peerCAs))
-	}
 	rhCAs, err := loadPool(o.requestHeaderCA, "requestheader-client-ca-file")
 	errs = append(errs, err)
 	var clientCAs *x509.CertPool
 	if o.clientCA != "" {
 		clientCAs, err = loadPool(o.clientCA, "client-ca-file")
 		errs = append(errs, err)
-		if len(o.allowedNames) == 0 && sameFileContent(o.clientCA, o.requestHeaderCA) {
-			errs = append(errs, errors.New("--client-ca-file and --requestheader-client-ca-file are the same CA and --requestheader-allowed-names is empty: every user's client certificate would be trusted to assert any identity; use a separate front-proxy CA or set --requestheader-allowed-names"))
-		}
 	}
 	restCfg, err := clientcmd.BuildConfigFromFlags(o.apiserver, o.kubeconfig)
 	if err != nil {
@@ -195,22 +200,37 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 	}, nil
 }
 
-// checkPeerCertificate refuses a setup whose peers would refuse this sidecar, naming the
-// flags to change: the certificate it presents to peers must verify with the peer CA for
-// the peer server name.
-func checkPeerCertificate(o *peerproxyOptions, serving, peer func() (*tls.Certificate, error), roots *x509.CertPool) error {
-	flag, files := "--tls-cert-file", serving
-	if peer != nil {
-		flag, files = "--peer-tls-cert-file", peer
+// sidecarFlagErrors names the flags behind what sidecar.New refused: the certificate presented
+// to peers (--tls-cert-file, or --peer-tls-cert-file), and one CA for users and front
+// proxies. Other errors keep the library's words.
+func sidecarFlagErrors(err error) error {
+	var out []error
+	for _, e := range joined(err) {
+		var pce *sidecar.PeerCertificateError
+		switch {
+		case errors.As(e, &pce):
+			flag := "--tls-cert-file"
+			if pce.Peer {
+				flag = "--peer-tls-cert-file"
+			}
+			out = append(out, fmt.Errorf("%s: peers would refuse this sidecar: the certificate does not verify with --peer-ca-file for --peer-server-name %q (%w); issue one from the peer CA for that name", flag, pce.ServerName, pce.Err))
+		case errors.Is(e, mvproxy.ErrSharedClientCA):
+			out = append(out, errors.New("--client-ca-file and --requestheader-client-ca-file are the same CA and --requestheader-allowed-names is empty: every user's client certificate would be trusted to assert any identity; use a separate front-proxy CA or set --requestheader-allowed-names"))
+		default:
+			out = append(out, fmt.Errorf("sidecar: options: %w", e))
+		}
 	}
-	cert, err := files()
-	if err != nil {
-		return fmt.Errorf("%s: %w", flag, err)
+	return errors.Join(out...)
+}
+
+// joined returns the errors err joins (errors.Join, under any %w wrapping), or err alone.
+func joined(err error) []error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			return j.Unwrap()
+		}
 	}
-	if err := sidecar.VerifyPeerCertificate(cert, roots, o.peerServerName); err != nil {
-		return fmt.Errorf("%s: peers would refuse this sidecar: the certificate does not verify with --peer-ca-file for --peer-server-name %q (%w); issue one from the peer CA for that name", flag, o.peerServerName, err)
-	}
-	return nil
+	return []error{err}
 }
 
 func loadPool(path, flag string) (*x509.CertPool, error) {
@@ -223,12 +243,6 @@ func loadPool(path, flag string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flag, path)
 	}
 	return pool, nil
-}
-
-func sameFileContent(a, b string) bool {
-	da, errA := os.ReadFile(a) //nolint:gosec // the operator names the file with a flag
-	db, errB := os.ReadFile(b) //nolint:gosec // the operator names the file with a flag
-	return errA == nil && errB == nil && string(da) == string(db)
 }
 
 // defaultPeerID derives a stable Lease name from the hostname, as kube-apiserver does

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kplug/kplug/internal/output"
 )
 
 // Exit codes of the kplug binary.
@@ -77,6 +79,11 @@ version proxy, and HTTP message signatures (KEP-6308).
 
 Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 1 failure, 2 usage error or invalid configuration.`,
+		Example: `  kplug version
+  kplug credential --context prod                # what the context's exec plugin returns
+  kplug exec-cache --list                        # credentials cached across kubectl runs
+  kplug image-credential get registry.example/app:v1 --config providers.yaml --bin-dir /usr/libexec/kubelet-plugins
+  kplug completion bash > /etc/bash_completion.d/kplug`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Any positional argument reaching the root is a mistyped subcommand.
@@ -100,7 +107,9 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 		return &usageError{err: err, showHelp: true}
 	})
 	root.SuggestionsMinimumDistance = 2
-	root.CompletionOptions.HiddenDefaultCmd = true
+	// `kplug completion` is ours (with examples and usage errors); cobra's hidden
+	// __complete command, which the scripts call, stays.
+	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newVersionCommand(g))
 	root.AddCommand(newCredentialCommand(g))
 	root.AddCommand(newExecCacheCommand(g))
@@ -110,6 +119,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newImageCredentialCommand(g))
 	root.AddCommand(newPeerproxyCommand(g))
 	root.AddCommand(newSignatureProxyCommand(g))
+	root.AddCommand(newCompletionCommand())
 	return root
 }
 
@@ -141,4 +151,25 @@ func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// addOutputFlag adds -o/--output (text, json or yaml; default text) for a command that
+// prints what, with the formats offered to shell completion.
+func addOutputFlag(cmd *cobra.Command, p *string, what string) {
+	cmd.Flags().StringVarP(p, "output", "o", output.Text, "output format of "+what+": text, json or yaml")
+	completeOutputFlag(cmd)
+}
+
+// completeOutputFlag offers text, json and yaml to shell completion of --output.
+func completeOutputFlag(cmd *cobra.Command) {
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(
+		[]string{output.Text, output.JSON, output.YAML}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// checkOutput makes an -o value other than text, json or yaml a usage error.
+func checkOutput(format string) error {
+	if err := output.Check(format, output.Text, output.JSON, output.YAML); err != nil {
+		return &usageError{err: err, showHelp: true}
+	}
+	return nil
 }

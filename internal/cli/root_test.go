@@ -41,6 +41,12 @@ func TestVersion(t *testing.T) {
 	if code != ExitOK || out != wantJSON {
 		t.Errorf("kplug version -o json: code %d, stdout %q, want %q", code, out, wantJSON)
 	}
+	code, out, _ = run(t, "version", "-o", "yaml")
+	wantYAML := fmt.Sprintf("go: %s\nkplug: devel\nkubernetes: %s\nplatform: %s/%s\n",
+		runtime.Version(), version.Kubernetes, runtime.GOOS, runtime.GOARCH)
+	if code != ExitOK || out != wantYAML {
+		t.Errorf("kplug version -o yaml: code %d, stdout %q, want %q", code, out, wantYAML)
+	}
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {
@@ -52,7 +58,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"verson"}, "Error: unknown command \"verson\" for \"kplug\"; did you mean version?\nRun 'kplug --help' for usage.\n"},
 		{[]string{"version", "--bogus"}, "Error: unknown flag: --bogus\nRun 'kplug version --help' for usage.\n"},
 		{[]string{"version", "extra"}, "Error: unknown command \"extra\" for \"kplug version\"\nRun 'kplug version --help' for usage.\n"},
-		{[]string{"version", "-o", "yaml"}, "Error: invalid --output \"yaml\": want text or json\nRun 'kplug version --help' for usage.\n"},
+		{[]string{"version", "-o", "xml"}, "Error: invalid --output \"xml\": want text, json or yaml\nRun 'kplug version --help' for usage.\n"},
 		{[]string{"-v", "lots", "version"}, "Error: invalid argument \"lots\" for \"-v, --v\" flag: strconv.ParseInt: parsing \"lots\": invalid syntax\nRun 'kplug version --help' for usage.\n"},
 	}
 	for _, tt := range tests {

@@ -44,6 +44,10 @@ says (x509 authenticators), and forwards the request with the mapped user in the
 requestheader identity headers, presenting --proxy-client-cert. Identity headers,
 Authorization and Proxy-Authorization sent by clients are removed; unsigned or refused
 requests are answered 401.`,
+		Example: `  kplug signature-proxy --authentication-config /etc/kplug/authn.yaml \
+    --upstream https://10.0.0.11:6443 --upstream-ca /etc/kubernetes/pki/ca.crt \
+    --proxy-client-cert /etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key /etc/kubernetes/pki/front-proxy-client.key \
+    --tls-cert-file /etc/kplug/serving.crt --tls-private-key-file /etc/kplug/serving.key --listen 0.0.0.0:6445`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
 	}

@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kplug/kplug/internal/output"
 	"github.com/kplug/kplug/internal/version"
 )
 
@@ -14,7 +14,7 @@ type versionOptions struct {
 }
 
 func (o *versionOptions) AddFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &o.output, "the version")
 }
 
 func newVersionCommand(g *globals) *cobra.Command {
@@ -22,7 +22,13 @@ func newVersionCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print kplug's version and the Kubernetes version it is tested against",
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `version prints kplug's version: the one stamped by make release, or else the module
+version go install recorded (v1.2.3 for go install github.com/kplug/kplug/cmd/kplug@v1.2.3),
+or devel for a build from a checkout.`,
+		Example: `  kplug version
+  kplug version -o json | jq -r .kplug
+  kubectl kplug version   # installed as kubectl-kplug, a kubectl plugin (krew)`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd, g)
 		},
@@ -32,17 +38,15 @@ func newVersionCommand(g *globals) *cobra.Command {
 }
 
 func (o *versionOptions) run(cmd *cobra.Command, _ *globals) error {
+	if err := checkOutput(o.output); err != nil {
+		return err
+	}
 	info := version.Get()
 	out := cmd.OutOrStdout()
-	switch o.output {
-	case "text":
-		_, err := fmt.Fprintf(out, "kplug: %s\ngo: %s\nplatform: %s\nkubernetes: %s (tested against)\n",
-			info.Kplug, info.Go, info.Platform, info.Kubernetes)
-		return err
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(info)
+	if output.IsStructured(o.output) {
+		return output.Write(out, o.output, info)
 	}
-	return &usageError{err: fmt.Errorf("invalid --output %q: want text or json", o.output), showHelp: true}
+	_, err := fmt.Fprintf(out, "kplug: %s\ngo: %s\nplatform: %s\nkubernetes: %s (tested against)\n",
+		info.Kplug, info.Go, info.Platform, info.Kubernetes)
+	return err
 }

@@ -2,7 +2,6 @@ package execcache
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/output"
 )
 
 // maxDefaultTTL bounds --default-ttl: an answer without expiry is never cached forever.
@@ -65,6 +65,7 @@ stdout carries only the ExecCredential (or, with --list and --clear, their resul
   #     args: [--, aws-iam-authenticator, token, -i, my-cluster]
   #     interactiveMode: IfAvailable
   kplug exec-cache --list
+  kplug exec-cache --list -o yaml
   kplug exec-cache --clear -- aws-iam-authenticator token -i my-cluster
   kplug exec-cache --clear --all`
 )
@@ -105,7 +106,7 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&c.list, "list", false, "list the cache entries (credentials redacted), of COMMAND if given")
 	f.BoolVar(&c.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
 	f.BoolVar(&c.all, "all", false, "with --clear: remove every entry")
-	f.StringVarP(&c.output, "output", "o", "text", "--list output format: text or json")
+	f.StringVarP(&c.output, "output", "o", "text", "--list output format: text, json or yaml")
 	// Everything after the wrapped command is its own: no flag is parsed past it.
 	f.SetInterspersed(false)
 }
@@ -257,6 +258,7 @@ func lookupEnv(env []string, name string) string {
 }
 
 func (c *Command) validate(args []string) error {
+	outputErr := output.Check(c.output, output.Text, output.JSON, output.YAML)
 	switch {
 	case c.list && c.clear:
 		return errors.New("--list and --clear cannot be combined")
@@ -270,8 +272,8 @@ func (c *Command) validate(args []string) error {
 		return errors.New("no plugin to run: give it after --, e.g. kplug exec-cache -- aws-iam-authenticator token -i my-cluster")
 	case !slices.Contains(Storages, c.storage):
 		return fmt.Errorf("invalid --storage %q: want one of %s", c.storage, strings.Join(Storages, ", "))
-	case c.output != "text" && c.output != "json":
-		return fmt.Errorf("invalid --output %q: want text or json", c.output)
+	case outputErr != nil:
+		return outputErr
 	case c.skew < 0:
 		return fmt.Errorf("invalid --skew %v: must not be negative", c.skew)
 	case c.defaultTTL < 0 || c.defaultTTL > maxDefaultTTL:
@@ -323,10 +325,8 @@ func (c *Command) runList(out io.Writer, dir string, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
+	if output.IsStructured(c.output) {
+		return output.Write(out, c.output, entries)
 	}
 	return printEntries(out, entries, time.Now())
 }

@@ -4,8 +4,9 @@
 // the same way, and parallel tests never share a fake.
 //
 // In the package's TestMain, call Main first. A test makes a fake with New, sets what it
-// does (Stdout, Stderr, Exit, Sleep, Hold), names it by Path and Env in the configuration
-// under test, and reads back what it was given (Runs, Calls).
+// does (Stdout, Stderr, Exit, Sleep, Hold, or a Behaviour of the calling package's own, which
+// reads what it was given with Current), names it by Path and Env in the configuration under
+// test, and reads back what it was given (Runs, Calls).
 //
 // Stdout is a text/template executed for each run with a Data, so that one fake can answer
 // with what it was asked: `{"token":"run-{{.Run}}"}`, `{{index .Request "image"}}`.
@@ -98,6 +99,7 @@ func run(dir string, behaviours map[string]func() int) int {
 			fmt.Fprintf(os.Stderr, "exectest: no behaviour %q\n", name)
 			return 98
 		}
+		current = call
 		return b()
 	}
 	data := Data{Run: n, Args: call.Args, Stdin: call.Stdin, TTY: tty}
@@ -142,6 +144,15 @@ func readAll(f *os.File) ([]byte, error) {
 	_, err := b.ReadFrom(f)
 	return b.Bytes(), err
 }
+
+// current is the run's call, for a behaviour.
+var current Call
+
+// Current is what this run of the fake was given (its arguments and the stdin it read), for
+// a behaviour (see Main) that acts on it: one that checks what a real plugin requires of
+// its caller and fails as that plugin fails, say. A behaviour reads its environment with
+// os.Getenv, as the real plugin would.
+func Current() Call { return current }
 
 // Plugin is one fake plugin: a directory of t's with what it does and what it was given.
 type Plugin struct {

@@ -10,7 +10,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	Main(map[string]func() int{"custom": func() int { os.Stdout.WriteString("custom"); return 4 }})
+	Main(map[string]func() int{
+		"custom": func() int { os.Stdout.WriteString("custom"); return 4 },
+		// echo answers with what the run was given, as Current reports it.
+		"echo": func() int { c := Current(); os.Stdout.WriteString(strings.Join(c.Args, ",") + " " + c.Stdin); return 0 },
+	})
 	os.Exit(m.Run())
 }
 
@@ -52,5 +56,9 @@ func TestFake(t *testing.T) {
 	p.Behaviour("custom")
 	if out, code := runFake(t, p, ""); out != "custom|" || code != 4 {
 		t.Errorf("behaviour: %q, exit %d", out, code)
+	}
+	p.Behaviour("echo")
+	if out, code := runFake(t, p, `{"image":"registry.io/app"}`, "x", "y"); out != `x,y {"image":"registry.io/app"}|` || code != 0 {
+		t.Errorf("behaviour reading Current: %q, exit %d", out, code)
 	}
 }

@@ -14,6 +14,7 @@ package metrics
 
 import (
 	"errors"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -40,10 +41,16 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
 // group name Kubernetes allows (a DNS subdomain).
 const MaxLabelLength = 253
 
-// Label returns v cut to MaxLabelLength bytes.
+// Label returns v cut to at most MaxLabelLength bytes, at a rune boundary: client_golang
+// panics on a label value that is not valid UTF-8, and a cut inside a multi-byte rune
+// would make one.
 func Label(v string) string {
-	if len(v) > MaxLabelLength {
-		return v[:MaxLabelLength]
+	if len(v) <= MaxLabelLength {
+		return v
 	}
-	return v
+	cut := MaxLabelLength
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut]
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -28,7 +29,30 @@ func TestRegisterShares(t *testing.T) {
 	if err := Register(nil, &clash); err != nil {
 		t.Errorf("nil registry: %v", err)
 	}
-	if got := Label(strings.Repeat("a", 300)); len(got) != MaxLabelLength {
-		t.Errorf("Label kept %d bytes", len(got))
+}
+
+func TestLabel(t *testing.T) {
+	for _, tt := range []struct {
+		name, in, want string
+	}{
+		{"short", "apps", "apps"},
+		{"at the cap", strings.Repeat("a", MaxLabelLength), strings.Repeat("a", MaxLabelLength)},
+		{"ASCII over the cap", strings.Repeat("a", 300), strings.Repeat("a", MaxLabelLength)},
+		// "é" is two bytes: 126 of them end at byte 252, and the 127th would straddle the cap.
+		{"two-byte runes", strings.Repeat("é", 200), strings.Repeat("é", 126)},
+		// "a" and 84 "€" (three bytes each) fill the cap exactly: nothing more is cut.
+		{"three-byte runes", "a" + strings.Repeat("€", 100), "a" + strings.Repeat("€", 84)},
+		// "𝄞" is four bytes: 63 end at byte 252.
+		{"four-byte runes", strings.Repeat("𝄞", 100), strings.Repeat("𝄞", 63)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Label(tt.in)
+			if got != tt.want || len(got) > MaxLabelLength || !utf8.ValidString(got) {
+				t.Errorf("Label: %d bytes (valid UTF-8: %v), want %d bytes", len(got), utf8.ValidString(got), len(tt.want))
+			}
+		})
 	}
+	// What the cut protects: client_golang panics on a label value that is not UTF-8.
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kplug_test_label_total", Help: "a test counter"}, []string{"l"})
+	c.WithLabelValues(Label(strings.Repeat("é", 200))).Inc()
 }

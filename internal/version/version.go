@@ -30,12 +30,19 @@ type Info struct {
 
 // Get returns the version information of the running binary.
 func Get() Info {
-	v := Version
-	if v == "" {
-		v = "devel"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
+	return Info{Kplug: kplug(Version, debug.ReadBuildInfo), Go: runtime.Version(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, Kubernetes: Kubernetes}
+}
+
+// kplug is the stamped version, else the main module's version that `go install
+// module/cmd/kplug@v1.2.3` records in the binary, else "devel" (a build in a checkout
+// records "(devel)").
+func kplug(stamped string, readBuildInfo func() (*debug.BuildInfo, bool)) string {
+	if stamped != "" {
+		return stamped
 	}
-	return Info{Kplug: v, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Kubernetes: Kubernetes}
+	if bi, ok := readBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
 }

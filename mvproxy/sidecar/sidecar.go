@@ -93,7 +93,10 @@ type Sidecar struct {
 	transport  []*http.Transport
 }
 
-// New checks o, every error at once, and builds the sidecar.
+// New checks o and builds the sidecar. It reports every error at once (errors.Join),
+// among them a *PeerCertificateError when peers would refuse the certificate presented to
+// them, and mvproxy.ErrSharedClientCA when Identifier would let users assert any identity
+// (CertIdentifier.Validate).
 func New(o Options) (*Sidecar, error) {
 	if o.Namespace == "" {
 		o.Namespace = "kube-system"
@@ -184,16 +187,39 @@ func (o *Options) validate() (*url.URL, error) {
 	}
 	if o.PeerRootCAs == nil || o.Identifier == nil || o.GetServingCertificate == nil || o.GetProxyClientCertificate == nil {
 		errs = append(errs, errors.New("PeerRootCAs, Identifier, GetServingCertificate and GetProxyClientCertificate are required"))
-	} else if err := o.checkPeerCertificate(); err != nil {
-		errs = append(errs, err)
+	} else {
+		errs = append(errs, o.checkPeerCertificate(), o.Identifier.Validate())
 	}
 	return local, errors.Join(errs...)
 }
 
-// checkPeerCertificate refuses a sidecar its peers would refuse.
+// PeerCertificateError is New's refusal of a sidecar its peers would refuse: the
+// certificate it presents to them does not verify with PeerRootCAs for PeerServerName.
+type PeerCertificateError struct {
+	// Peer is true when the certificate is GetPeerCertificate's, false when peers get
+	// GetServingCertificate's.
+	Peer bool
+	// ServerName is the PeerServerName the certificate was verified for.
+	ServerName string
+	// Err is the certificate getter's error or the x509 verification error.
+	Err error
+}
+
+func (e *PeerCertificateError) Error() string {
+	which := "serving certificate (GetServingCertificate)"
+	if e.Peer {
+		which = "peer certificate (GetPeerCertificate)"
+	}
+	return fmt.Sprintf("peers would refuse the %s presented to them: it does not verify with PeerRootCAs for PeerServerName %q: %v", which, e.ServerName, e.Err)
+}
+
+func (e *PeerCertificateError) Unwrap() error { return e.Err }
+
+// checkPeerCertificate refuses, with a *PeerCertificateError, a sidecar its peers would
+// refuse.
 func (o *Options) checkPeerCertificate() error {
-	get := o.GetServingCertificate
-	if o.GetPeerCertificate != nil {
+	peer, get := o.GetPeerCertificate != nil, o.GetServingCertificate
+	if peer {
 		get = o.GetPeerCertificate
 	}
 	cert, err := get()
@@ -201,7 +227,7 @@ func (o *Options) checkPeerCertificate() error {
 		err = VerifyPeerCertificate(cert, o.PeerRootCAs, o.PeerServerName)
 	}
 	if err != nil {
-		return fmt.Errorf("peers would refuse the certificate presented to them: it does not verify with PeerRootCAs for PeerServerName %q: %w", o.PeerServerName, err)
+		return &PeerCertificateError{Peer: peer, ServerName: o.PeerServerName, Err: err}
 	}
 	return nil
 }

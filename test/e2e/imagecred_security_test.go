@@ -24,13 +24,13 @@ import (
 // the other registry gets "credentials not found" and never sees the Docker Hub password.
 func TestSecurityDockerHelperKeepsDockerHubCredentialsForDockerHub(t *testing.T) {
 	reg := startRegistry(t)
-	_, port, err := net.SplitHostPort(reg.host)
+	_, port, err := net.SplitHostPort(reg.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	host := "localhost:" + port
 	ref := host + "/team/app:v1"
-	reg.push(t, ref)
+	reg.Push(t, ref, 512, 2)
 	hubPassword := randomString(t)
 
 	dir := t.TempDir()
@@ -76,7 +76,7 @@ providers:
 	if _, err := remote.Image(r, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err == nil {
 		t.Error("pulled without credentials from a registry that requires them")
 	}
-	if reg.sawPassword(hubPassword) {
+	if reg.SawPassword(hubPassword) {
 		t.Errorf("the Docker Hub password was sent to %s", host)
 	}
 }

@@ -3,13 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,26 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distribution/distribution/v3/configuration"
-	"github.com/distribution/distribution/v3/registry/handlers"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"golang.org/x/crypto/bcrypt"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
-	// The registry's htpasswd authentication and in-memory storage register themselves.
-	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
-
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/internal/cli"
+	"github.com/kplug/kplug/internal/registrytest"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -66,13 +54,13 @@ func TestImageCredentialServiceAccountPull(t *testing.T) {
 	client := clientFor(t, cp, cp.Admin, 0)
 
 	reg := startRegistry(t)
-	ref := reg.host + "/team/app:v1"
-	pushed := reg.push(t, ref)
+	ref := reg.Host + "/team/app:v1"
+	pushed := reg.Push(t, ref, 512, 2)
 
 	ns := "imagecred"
 	mustCreate(t, client, ns)
 	pod := createPod(ctx, t, client, ns, "app", "puller", ref, map[string]string{identityKey: "team-a", "unrelated": "x"})
-	exchange := startTokenExchange(t, client, reg.pullerPassword)
+	exchange := startTokenExchange(t, client, reg.PullerPassword)
 
 	binDir := t.TempDir()
 	exe, err := os.Executable()
@@ -97,7 +85,7 @@ providers:
     cacheType: ServiceAccount
     requireServiceAccount: true
     requiredServiceAccountAnnotationKeys: [%s]
-`, reg.host, exchange.url, runKplugEnv, registryAudience, identityKey))
+`, reg.Host, exchange.url, runKplugEnv, registryAudience, identityKey))
 
 	var stdout, stderr bytes.Buffer
 	code := cli.Run(ctx, []string{"image-credential", "get", ref, "--config", config, "--bin-dir", binDir,
@@ -111,9 +99,9 @@ providers:
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("output %q: %v", stdout.String(), err)
 	}
-	creds, ok := out.Auths[reg.host]
-	if !ok || len(out.Auths) != 1 || creds.Username != "puller" || creds.Password != reg.pullerPassword {
-		t.Fatalf("auths = %+v, want the puller's credentials for %s", out.Auths, reg.host)
+	creds, ok := out.Auths[reg.Host]
+	if !ok || len(out.Auths) != 1 || creds.Username != "puller" || creds.Password != reg.PullerPassword {
+		t.Fatalf("auths = %+v, want the puller's credentials for %s", out.Auths, reg.Host)
 	}
 
 	// What the token endpoint received is a token from the apiserver for our audience,
@@ -290,141 +278,36 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-type registry struct {
-	host, pusherPassword, pullerPassword string
-
-	mu        sync.Mutex
-	passwords map[string]bool // every basic-auth password a client sent
-}
-
-// sawPassword reports whether a client sent password to the registry.
-func (r *registry) sawPassword(password string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.passwords[password]
-}
-
 // startRegistry serves a distribution registry with htpasswd users "pusher" and "puller".
-func startRegistry(t *testing.T) *registry {
-	t.Helper()
-	r := &registry{pusherPassword: randomString(t), pullerPassword: randomString(t), passwords: map[string]bool{}}
-	var htpasswd strings.Builder
-	for user, pw := range map[string]string{"pusher": r.pusherPassword, "puller": r.pullerPassword} {
-		hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&htpasswd, "%s:%s\n", user, hash)
-	}
-	file := filepath.Join(t.TempDir(), "htpasswd")
-	writeFile(t, file, htpasswd.String())
-	cfg := &configuration.Configuration{
-		Storage: configuration.Storage{
-			"inmemory":    configuration.Parameters{},
-			"maintenance": configuration.Parameters{"uploadpurging": map[any]any{"enabled": false}},
-		},
-		Auth: configuration.Auth{"htpasswd": configuration.Parameters{"realm": "kplug-e2e", "path": file}},
-	}
-	cfg.Log.AccessLog.Disabled = true
-	app := handlers.NewApp(context.Background(), cfg)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if _, pw, ok := req.BasicAuth(); ok {
-			r.mu.Lock()
-			r.passwords[pw] = true
-			r.mu.Unlock()
-		}
-		app.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	r.host = strings.TrimPrefix(srv.URL, "http://")
-	return r
-}
+func startRegistry(t *testing.T) *registrytest.Registry { return registrytest.Start(t) }
 
-func (r *registry) push(t *testing.T, ref string) (digest v1Hash) {
-	t.Helper()
-	img, err := random.Image(512, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img, remote.WithAuth(&authn.Basic{Username: "pusher", Password: r.pusherPassword})); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+func randomString(t *testing.T) string { return registrytest.RandomString(t) }
 
-func randomString(t *testing.T) string {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// tokenExchange is an RFC 8693 endpoint that accepts service-account tokens for
-// registryAudience (checked with TokenReview against the apiserver) and issues the
-// registry password of "puller".
+// tokenExchange is a registrytest.TokenExchange for registryAudience that issues the
+// registry password of "puller", for one test.
 type tokenExchange struct {
-	url   string
-	mu    sync.Mutex
-	calls []exchangeCall
+	*registrytest.TokenExchange
+	url string
 }
 
 type exchangeCall struct{ subject, user, audience string }
 
 func startTokenExchange(t *testing.T, client kubernetes.Interface, password string) *tokenExchange {
-	te := &tokenExchange{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.FormValue("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" ||
-			r.FormValue("subject_token_type") != "urn:ietf:params:oauth:token-type:jwt" {
-			oauthError(w, "unsupported_grant_type")
-			return
-		}
-		review, err := client.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: r.FormValue("subject_token"), Audiences: []string{registryAudience}},
-		}, metav1.CreateOptions{})
-		if err != nil || !review.Status.Authenticated {
-			oauthError(w, "invalid_grant")
-			return
-		}
-		te.mu.Lock()
-		te.calls = append(te.calls, exchangeCall{r.FormValue("subject_token"), review.Status.User.Username, r.FormValue("audience")})
-		te.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"access_token": password, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
-			"token_type": "Bearer", "expires_in": 600,
-		})
-	}))
-	t.Cleanup(srv.Close)
-	te.url = srv.URL
-	return te
-}
-
-func oauthError(w http.ResponseWriter, code string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = fmt.Fprintf(w, `{"error":%q}`, code)
+	te := registrytest.StartTokenExchange(client, registryAudience, password)
+	t.Cleanup(te.Close)
+	return &tokenExchange{TokenExchange: te, url: te.URL}
 }
 
 func (te *tokenExchange) only(t *testing.T) exchangeCall {
 	t.Helper()
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	if len(te.calls) != 1 {
-		t.Fatalf("token endpoint called %d times, want 1", len(te.calls))
+	calls := te.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("token endpoint called %d times, want 1", len(calls))
 	}
-	return te.calls[0]
+	return exchangeCall{calls[0].Subject, calls[0].User, calls[0].Audience}
 }
 
 type (
-	v1Hash                 = ggcrv1.Hash
 	kubeletProvider        = kubeletv1.CredentialProvider
 	kubeletTokenAttributes = kubeletv1.ServiceAccountTokenAttributes
 )
@@ -435,8 +318,8 @@ type (
 // keeps its answer in an on-disk cache across helper runs.
 func TestImageCredentialDockerHelperPull(t *testing.T) {
 	reg := startRegistry(t)
-	ref := reg.host + "/team/helper:v1"
-	pushed := reg.push(t, ref)
+	ref := reg.Host + "/team/helper:v1"
+	pushed := reg.Push(t, ref, 512, 2)
 
 	dir := t.TempDir()
 	binDir := filepath.Join(dir, "plugins")
@@ -448,7 +331,7 @@ func TestImageCredentialDockerHelperPull(t *testing.T) {
 cat > /dev/null
 echo run >> %q
 printf '%%s' '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"1h","auth":{"%s":{"username":"puller","password":"%s"}}}'
-`, runs, reg.host, reg.pullerPassword))
+`, runs, reg.Host, reg.PullerPassword))
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
 kind: CredentialProviderConfig
@@ -457,8 +340,8 @@ providers:
   matchImages: [%q]
   defaultCacheDuration: 1m
   apiVersion: credentialprovider.kubelet.k8s.io/v1
-`, reg.host))
-	installDockerHelper(t, dir, config, binDir, fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, reg.host))
+`, reg.Host))
+	installDockerHelper(t, dir, config, binDir, fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, reg.Host))
 
 	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {

@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,14 +48,18 @@ func TestMixedVersionProxyControllers(t *testing.T) {
 	if local := discoveryGroups(ctx, t, admin, cp.Servers[1].URL, acceptAggregated+";profile=nopeer"); slices.Contains(local, "batch") {
 		t.Fatalf("apiserver-1 serves batch: %v", local)
 	}
+	// The controllers reach the sidecar through a recorder of the discovery media types
+	// they ask for.
+	recorder := newAcceptRecorder(t, cp, sides[1].URL)
 	kcm, err := cp.StartControllerManager(ctx, framework.ControllerManagerOptions{
-		Server:      sides[1].URL,
+		Server:      recorder.URL,
 		Controllers: []string{"namespace-controller", "garbage-collector-controller"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		kcm.Stop() // before the recorder, which waits for the controllers' watches to end
 		if t.Failed() {
 			t.Logf("kube-controller-manager log: %s", kcm.LogPath())
 		}
@@ -83,6 +92,27 @@ func TestMixedVersionProxyControllers(t *testing.T) {
 		}
 		if after := rerouted(); after <= before {
 			t.Errorf("the namespace controller's job requests were not rerouted (%v before, %v after)", before, after)
+		}
+	})
+
+	t.Run("the discovery media types real clients ask for", func(t *testing.T) {
+		kcmAccepts := recorder.accepts()
+		kubeconfigs := sidecarKubeconfigs(t, cp, []*sidecar{{URL: recorder.URL}})
+		if out, err := kubectl(ctx, cp, kubeconfigs[cp.Admin.Name], 0, "api-resources", "-o", "name"); err != nil {
+			t.Fatalf("kubectl api-resources through the recorder: %v\n%s", err, out)
+		}
+		kubectlAccepts := recorder.accepts()[len(kcmAccepts):]
+		for who, got := range map[string][]string{"kube-controller-manager": kcmAccepts, "kubectl": kubectlAccepts} {
+			t.Logf("%s asked for /apis with Accept %q", who, slices.Compact(slices.Sorted(slices.Values(got))))
+			if len(got) == 0 {
+				t.Errorf("%s never asked for /apis", who)
+			}
+			for _, a := range got {
+				// Both ask for JSON aggregated discovery first, so they get the merge.
+				if !strings.HasPrefix(a, acceptAggregated) {
+					t.Errorf("%s asked for /apis with Accept %q", who, a)
+				}
+			}
 		}
 	})
 
@@ -203,4 +233,54 @@ func sumSamples(t *testing.T, exposition, name, label string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// acceptRecorder is a TLS reverse proxy in front of a sidecar that records the Accept
+// header of every GET /apis; it forwards as the admin (the only user that goes through it).
+type acceptRecorder struct {
+	URL string
+	mu  sync.Mutex
+	got []string
+}
+
+func newAcceptRecorder(t *testing.T, cp *framework.ControlPlane, target string) *acceptRecorder {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &acceptRecorder{}
+	admin, err := tls.X509KeyPair(cp.Admin.Cert.CertPEM, cp.Admin.Cert.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.PKI.ClusterCA.Pool(), Certificates: []tls.Certificate{admin}, MinVersion: tls.VersionTLS12}}
+	t.Cleanup(tr.CloseIdleConnections)
+	srv := httptest.NewUnstartedServer(&httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			if pr.In.URL.Path == "/apis" {
+				r.mu.Lock()
+				r.got = append(r.got, pr.In.Header.Get("Accept"))
+				r.mu.Unlock()
+			}
+			pr.SetURL(u)
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+	})
+	serving, err := tls.LoadX509KeyPair(cp.PKI.Serving.CertFile, cp.PKI.Serving.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+func (r *acceptRecorder) accepts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
 }

@@ -1,0 +1,13 @@
+package keychain_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/kplug/kplug/internal/exectest"
+)
+
+func TestMain(m *testing.M) {
+	exectest.Main(nil) // provider plugins are exectest fakes: the test binary re-executed
+	os.Exit(m.Run())
+}

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/module"
+	modzip "golang.org/x/mod/zip"
+
+	"github.com/kplug/kplug/test/e2e/framework"
+)
+
+// TestGoInstallVersion installs kplug as a user does, `go install
+// github.com/kplug/kplug/cmd/kplug@v1.98.7`, from a module proxy that serves HEAD as that
+// version (a module zip made as the Go module proxy makes one from a tag), and checks that
+// `kplug version` says v1.98.7: without -ldflags, the version comes from the build
+// information go install records. Every other module comes from this machine's module
+// cache, and the install uses a module cache of its own, so that nothing is downloaded
+// and the machine's cache does not get a kplug v1.98.7.
+func TestGoInstallVersion(t *testing.T) {
+	const version = "v1.98.7"
+	root := moduleRoot(t)
+	dir := t.TempDir()
+	proxy := filepath.Join(dir, "proxy", "github.com", "kplug", "kplug", "@v")
+	if err := os.MkdirAll(proxy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// HEAD's tree (what a tag would hold), zipped with the Go module zip rules (nested
+	// modules such as hack/tools left out).
+	tree := filepath.Join(dir, "tree")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	archive := exec.Command("sh", "-c", `git -C "$0" archive --format=tar HEAD | tar -x -C "$1"`, root, tree)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive HEAD: %v\n%s", err, out)
+	}
+	zf, err := os.Create(filepath.Join(proxy, version+".zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = modzip.CreateFromDir(zf, module.Version{Path: "github.com/kplug/kplug", Version: version}, tree)
+	if cerr := zf.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("module zip of HEAD: %v", err)
+	}
+	gomod, err := exec.Command("git", "-C", root, "show", "HEAD:go.mod").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := json.Marshal(map[string]any{"Version": version, "Time": time.Now().UTC().Format(time.RFC3339)})
+	for name, content := range map[string][]byte{version + ".mod": gomod, version + ".info": info, "list": []byte(version + "\n")} {
+		if err := os.WriteFile(filepath.Join(proxy, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	install := exec.Command("go", "install", "github.com/kplug/kplug/cmd/kplug@"+version)
+	install.Dir = dir
+	install.Env = append(os.Environ(),
+		"GOPROXY=file://"+filepath.Join(dir, "proxy")+",file://"+filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download"),
+		"GOMODCACHE="+filepath.Join(dir, "modcache"), "GOBIN="+bin, "GOSUMDB=off", "GOFLAGS=-modcacherw -trimpath",
+		"CGO_ENABLED=0", "GOTOOLCHAIN=local")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install github.com/kplug/kplug/cmd/kplug@%s: %v\n%s", version, err, out)
+	}
+	out, err := exec.Command(filepath.Join(bin, "kplug"), "version", "-o", "json").Output()
+	var got struct{ Kplug string }
+	if err := errors.Join(err, json.Unmarshal(out, &got)); err != nil || got.Kplug != version {
+		t.Errorf("kplug version after go install @%s: %q, %v", version, out, err)
+	}
+}
+
+// TestFreshCloneReusesTools clones HEAD and runs hack/tools/build.sh there, as `make
+// tools` in a fresh clone does: every tool must come from the cache outside the checkout
+// (~/.cache/kplug/tools), none may be built again.
+func TestFreshCloneReusesTools(t *testing.T) {
+	for _, tool := range []string{"etcd", "kube-apiserver", "kubectl"} {
+		framework.ToolForTest(t, tool) // make tools has run
+	}
+	clone := filepath.Join(t.TempDir(), "kplug")
+	if out, err := exec.Command("git", "clone", "--quiet", "--no-local", moduleRoot(t), clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	start := time.Now()
+	out, err := exec.Command(filepath.Join(clone, "hack", "tools", "build.sh")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/tools/build.sh in a fresh clone: %v\n%s", err, out)
+	}
+	t.Logf("make tools in a fresh clone: %v", time.Since(start).Round(time.Second))
+	if strings.Contains(string(out), "tools: building") || !strings.Contains(string(out), "tools: kube-apiserver from the cache") {
+		t.Errorf("a fresh clone built tools again:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(clone, "_output", "bin", "kube-apiserver")); err != nil {
+		t.Errorf("kube-apiserver is not in the clone's _output/bin: %v", err)
+	}
+}
+
+// TestKubectlPlugin installs kplug as kubectl-kplug on PATH, as krew does, and runs it
+// through the pinned kubectl: `kubectl kplug version` and a subcommand with flags.
+func TestKubectlPlugin(t *testing.T) {
+	kubectl := framework.ToolForTest(t, "kubectl")
+	bin := t.TempDir()
+	buildBinary(t, bin, "./cmd/kplug", "kubectl-kplug")
+	env := append(os.Environ(), pathWith(bin), "HOME="+t.TempDir())
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kubectl, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := run("plugin", "list", "--name-only"); !strings.Contains(out, "kubectl-kplug") {
+		t.Errorf("kubectl plugin list does not list kubectl-kplug:\n%s", out)
+	}
+	var info struct{ Kplug, Kubernetes string }
+	if out := run("kplug", "version", "-o", "json"); json.Unmarshal([]byte(out), &info) != nil || info.Kplug == "" || info.Kubernetes == "" {
+		t.Errorf("kubectl kplug version -o json: %s", out)
+	}
+	if out := run("kplug", "completion", "bash"); !strings.Contains(out, "__start_kplug") {
+		t.Errorf("kubectl kplug completion bash: %.200s", out)
+	}
+}
