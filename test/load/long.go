@@ -50,7 +50,9 @@ func PeerproxyLong(t *testing.T, kplug string, o LongOptions) *Scenario {
 	stopSampling := keepSampling(ctx, sampler)
 	sc := &Scenario{Name: "kplug peerproxy", Steady: o.Steady, Proxies: []string{c.SidecarB.Name, c.SidecarA.Name}}
 	sc.Profile = waitSteady(o, tr, func() string {
-		return profileTop(ctx, c.PprofDir, c.SidecarB.Proc.PID(), 30*time.Second, o.Artifacts, "peerproxy-B")
+		top := profileTop(ctx, c.PprofDir, c.SidecarB.Proc.PID(), 30*time.Second, o.Artifacts, "peerproxy-B")
+		sc.Memory = memoryOf(ctx, c.PprofDir, c.SidecarB.Proc.PID(), o.Artifacts, "peerproxy-B")
+		return top
 	})
 	sc.FaultsAt = tr.Since()
 	sc.Faults = c.PeerproxyFaults(ctx, tr, loads, o.Faults, o.Logf)
@@ -111,7 +113,9 @@ func ExecProxyLong(t *testing.T, kplug string, o LongOptions) *Scenario {
 	stopSampling := keepSampling(ctx, sampler)
 	sc := &Scenario{Name: "exec proxy", Steady: o.Steady, Proxies: []string{"exec proxy daemon"}}
 	sc.Profile = waitSteady(o, tr, func() string {
-		return profileTop(ctx, s.PprofDir, s.Daemon(), 30*time.Second, o.Artifacts, "execproxy")
+		top := profileTop(ctx, s.PprofDir, s.Daemon(), 30*time.Second, o.Artifacts, "execproxy")
+		sc.Memory = memoryOf(ctx, s.PprofDir, s.Daemon(), o.Artifacts, "execproxy")
+		return top
 	})
 	sc.FaultsAt = tr.Since()
 	sc.Faults = s.ExecProxyFaults(ctx, tr, session, proxied, epNS[0], o.Faults, o.Logf)

@@ -27,8 +27,11 @@ type Watched struct {
 // ProcSample is one measurement of a process.
 type ProcSample struct {
 	At  time.Duration
-	RSS int64   // bytes
-	CPU float64 // seconds of user and system time, since it started
+	RSS int64 // bytes
+	// Anon is the part of RSS that is the process's own memory (heap, stacks); the rest
+	// is mostly pages of its executable, shared with other processes and reclaimable.
+	Anon int64
+	CPU  float64 // seconds of user and system time, since it started
 	// Wait is the seconds its threads have spent runnable but waiting for a CPU (the
 	// kernel's schedstat), since they started: on a shared machine, the delay a hop
 	// through another process adds.
@@ -99,8 +102,10 @@ func Measure(ctx context.Context, pid int, pprofDir string) (ProcSample, error) 
 	}
 	for line := range strings.Lines(string(status)) {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			ps.RSS = kb << 10
+			ps.RSS = kib(v)
+		}
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			ps.Anon = kib(v)
 		}
 	}
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
@@ -128,6 +133,12 @@ func Measure(ctx context.Context, pid int, pprofDir string) (ProcSample, error) 
 		}
 	}
 	return ps, nil
+}
+
+// kib reads a /proc/PID/status value ("  1234 kB") in bytes.
+func kib(v string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+	return n << 10
 }
 
 // PprofAddr is the address of the pprof server of kplug-profiled process pid.

@@ -108,7 +108,7 @@ func (r *Run) header(b *bytes.Buffer) {
 	fmt.Fprintf(b, "| | |\n|---|---|\n")
 	fmt.Fprintf(b, "| command | `%s` |\n", r.Command)
 	fmt.Fprintf(b, "| when | %s, %v |\n", r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Ended.Sub(r.Started).Round(time.Minute))
-	fmt.Fprintf(b, "| machine | %d CPUs (%s), shared: other builds and tests ran meanwhile |\n", r.CPUs, r.CPUModel)
+	fmt.Fprintf(b, "| machine | %d CPUs (%s); what else ran shows in the load average |\n", r.CPUs, r.CPUModel)
 	fmt.Fprintf(b, "| load average (1, 5, 15 min) | before %s; during, each minute: mean %.1f, max %.1f; after %s |\n", r.LoadBefore, mean, maxLoad, r.LoadAfter)
 	fmt.Fprintf(b, "| versions | kube-apiserver %s, etcd 3.6, %s |\n", version.Kubernetes, runtime.Version())
 	fmt.Fprintf(b, "| steady load | %v per proxy, side by side with the direct path, then the faults (each held %v, then %v of traffic) |\n\n",
@@ -193,6 +193,7 @@ func (sc *Scenario) markdown(b *bytes.Buffer, plots []string) {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(b, "### CPU profile of the proxy (30 s in the middle of the steady load)\n\n```\n%s```\n\n", sc.Profile)
+	fmt.Fprintf(b, "### Memory of the proxy (at the end of that profile)\n\n```\n%s```\n\n", sc.Memory)
 }
 
 func procRow(name string, ps []ProcSample, steady time.Duration) string {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,9 @@ type Scenario struct {
 	Targets []TargetResult
 	// Profile is the proxy's CPU profile in the middle of the steady load (pprof -top).
 	Profile string
+	// Memory is where the proxy's memory went at the end of that profile: RSS by kind,
+	// the Go runtime's account of it, and the heap profile's top.
+	Memory string
 	// Series are each load's figures over time.
 	Series map[string][]Point
 	// FaultsAt is when the faults began, on the traffic's clock.
@@ -70,6 +74,9 @@ type Pair struct {
 	What                  string
 	Proxied, Direct       string
 	P99Proxied, P99Direct time.Duration
+	// Asked is the rate both were asked for; RateProxied and RateDirect what they sent
+	// (requests/s over the steady window; a worker whose request is slow falls behind).
+	Asked, RateProxied, RateDirect float64
 	// ExtraErrors are the proxied load's errors whose kind the direct load never had.
 	ExtraErrors map[string]int
 }
@@ -139,7 +146,8 @@ func series(l *traffic.LoadReport, until time.Duration) []Point {
 }
 
 func pair(what string, proxied, direct Stats) Pair {
-	p := Pair{What: what, Proxied: proxied.Name, Direct: direct.Name, P99Proxied: proxied.Latency.P99, P99Direct: direct.Latency.P99, ExtraErrors: map[string]int{}}
+	p := Pair{What: what, Proxied: proxied.Name, Direct: direct.Name, P99Proxied: proxied.Latency.P99, P99Direct: direct.Latency.P99, ExtraErrors: map[string]int{},
+		Asked: proxied.AskedRate, RateProxied: proxied.Rate, RateDirect: direct.Rate}
 	kinds := map[string]bool{}
 	for k := range direct.Errors {
 		kinds[kindOf(k)] = true
@@ -180,6 +188,15 @@ func (sc *Scenario) judgeTargets(maxRSS int64) {
 			Met:      ratio <= 2,
 		})
 	}
+	var asked, sent, direct float64
+	for _, p := range sc.Pairs {
+		asked, sent, direct = asked+p.Asked, sent+p.RateProxied, direct+p.RateDirect
+	}
+	sc.Targets = append(sc.Targets, TargetResult{
+		Target:   fmt.Sprintf("%.0f requests/s sustained through the proxy", asked),
+		Measured: fmt.Sprintf("%.1f/s (%.0f%%); the direct path, asked the same: %.1f/s (%.0f%%)", sent, 100*sent/asked, direct, 100*direct/asked),
+		Met:      sent >= 0.98*asked,
+	})
 	window := min(5*time.Minute, sc.Steady/2)
 	for _, name := range sc.Proxies {
 		rss, gor := flatness(sc.Procs[name], sc.Steady-window, sc.Steady)
@@ -187,15 +204,15 @@ func (sc *Scenario) judgeTargets(maxRSS int64) {
 			TargetResult{Target: name + ": RSS flat over the last " + window.String() + " of the steady load", Measured: rss.String(), Met: rss.flat},
 			TargetResult{Target: name + ": goroutines flat over the last " + window.String(), Measured: gor.String(), Met: gor.flat})
 		if maxRSS > 0 {
-			peak := int64(0)
+			peak, anon := int64(0), int64(0)
 			for _, s := range sc.Procs[name] {
 				if s.At <= sc.Steady {
-					peak = max(peak, s.RSS)
+					peak, anon = max(peak, s.RSS), max(anon, s.Anon)
 				}
 			}
 			sc.Targets = append(sc.Targets, TargetResult{
 				Target:   fmt.Sprintf("%s: RSS under %d MiB", name, maxRSS>>20),
-				Measured: fmt.Sprintf("peak %.1f MiB", float64(peak)/(1<<20)),
+				Measured: fmt.Sprintf("peak %.1f MiB (anonymous: peak %.1f MiB)", float64(peak)/(1<<20), float64(anon)/(1<<20)),
 				Met:      peak > 0 && peak < maxRSS,
 			})
 		}
@@ -262,6 +279,52 @@ func profileTop(ctx context.Context, pprofDir string, pid int, d time.Duration, 
 		return fmt.Sprintf("go tool pprof: %v: %s", err, out)
 	}
 	return string(out)
+}
+
+// memoryOf says where process pid's resident memory goes: the kernel's split of RSS, the
+// Go runtime's MemStats (from pprof's heap page) and the top of the heap profile that
+// Profile saved as dir/<name>.heap.pprof.
+func memoryOf(ctx context.Context, pprofDir string, pid int, dir, name string) string {
+	ps, err := Measure(ctx, pid, "")
+	if err != nil {
+		return "no memory figures: " + err.Error()
+	}
+	var b strings.Builder
+	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+	fmt.Fprintf(&b, "RSS %s: anonymous (heap, stacks, runtime) %s, the rest file-backed (the executable's pages)\n", mib(ps.RSS), mib(ps.Anon))
+	if addr, err := PprofAddr(pprofDir, pid); err == nil {
+		if page, err := fetch(ctx, "http://"+addr+"/debug/pprof/heap?debug=1", time.Minute); err == nil {
+			b.WriteString(goMemStats(page))
+		}
+	}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount=12", filepath.Join(dir, name+".heap.pprof")).CombinedOutput()
+	if err != nil {
+		return b.String() + fmt.Sprintf("go tool pprof: %v: %s", err, out)
+	}
+	return b.String() + "\n" + string(out)
+}
+
+// goMemStats picks the Go runtime's memory figures out of pprof's heap page (debug=1),
+// whose last lines are runtime.MemStats as "# Name = value".
+func goMemStats(page []byte) string {
+	v := map[string]int64{}
+	for line := range strings.Lines(string(page)) {
+		name, val, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "# "), " = ")
+		if !ok {
+			continue
+		}
+		// "Stack = inuse / sys" and the like: the first figure.
+		first, _, _ := strings.Cut(val, " ")
+		if n, err := strconv.ParseInt(first, 10, 64); err == nil {
+			v[name] = n
+		}
+	}
+	if v["Sys"] == 0 {
+		return ""
+	}
+	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+	return fmt.Sprintf("Go runtime: obtained from the OS %s; heap in use %s (live objects %s), heap free but not returned %s, stacks %s; next GC at a heap of %s\n",
+		mib(v["Sys"]), mib(v["HeapInuse"]), mib(v["HeapAlloc"]), mib(v["HeapIdle"]-v["HeapReleased"]), mib(v["Stack"]), mib(v["NextGC"]))
 }
 
 // waitSteady waits until tr has run for o.Steady, logging its progress, and takes the
