@@ -38,14 +38,20 @@ test-unit: deps ## Unit tests with -race
 	cd test/bench && $(GO) test -race -count=1 ./...
 
 .PHONY: test-e2e
-test-e2e: deps ## End-to-end tests against a real etcd, kube-apiserver and kubectl
+test-e2e: deps ## End-to-end tests against a real etcd, kube-apiserver and kubectl, and the proxies' fault scenarios (test/load, short form)
 	KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 30m $(E2E_PKGS)
+	cd test/load && KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 20m ./...
+
+.PHONY: load
+load: deps tools ## Load, soak and faults, long form: each proxy 10 min beside the direct path, then faults; writes docs/reliability.md (about 40 min)
+	cd test/load && KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 120m -v -run '^TestLoad$$' . -args -load
 
 .PHONY: lint
 lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint, the API against the last tag
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	for os in linux darwin windows; do echo "go vet ($$os)"; GOOS=$$os $(GO) vet ./...; done
+	cd test/load && $(GO) vet ./...
 	$(BIN)/golangci-lint run --allow-parallel-runners ./...
 	hack/apicheck.sh
 

@@ -99,6 +99,7 @@ type routeKey struct{}
 type routeState struct {
 	gvr   discovery.GVR
 	peers []PeerInfo
+	sent  reverseproxy.Sent // whether an attempt may have reached a peer
 }
 
 // ServeHTTP implements http.Handler.
@@ -259,14 +260,23 @@ func (h *Handler) peerError(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client went away
 	}
 	h.o.Metrics.reroutedRequest(strconv.Itoa(http.StatusServiceUnavailable), st.gvr)
-	h.log.Warn("no capable peer reachable", "resource", st.gvr.String(), "err", err)
 	// Peer addresses and dial errors go to the log, not to a client that may be anonymous.
+	if st.sent.Maybe() && !reverseproxy.Repeatable(r.Method) {
+		// A peer may have processed it: no Retry-After, which clients obey for any method.
+		h.log.Warn("a capable peer did not answer", "resource", st.gvr.String(), "method", r.Method, "err", err)
+		reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			fmt.Sprintf("mvproxy: %s: the peer did not answer; the request may have been processed; see the proxy's log", st.gvr), 0)
+		return
+	}
+	h.log.Warn("no capable peer reachable", "resource", st.gvr.String(), "err", err)
 	reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 		fmt.Sprintf("mvproxy: %s is served by %d peer(s), none reachable; see the proxy's log", st.gvr, len(st.peers)), retryAfterSeconds)
 }
 
 // failoverTransport tries the request's capable peers in turn while a connection fails
-// before any of the request body was sent, so that a request is never sent twice.
+// before the request could reach the peer (its headers were never written), or whatever
+// became of it for a read without a body: a request that may have been processed is never
+// sent to a second peer.
 type failoverTransport struct {
 	base    http.RoundTripper
 	metrics *Metrics
@@ -289,14 +299,14 @@ func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if body != nil {
 			out.Body = body
 		}
-		resp, err := t.base.RoundTrip(&out)
+		resp, err := t.base.RoundTrip(st.sent.Trace(&out))
 		if err == nil {
 			return resp, nil
 		}
 		t.metrics.ProxyError(ErrorPeerUnreachable, st.gvr)
 		t.log.Warn("peer unreachable", "peer", p.ID, "address", p.Address, "resource", st.gvr.String(), "err", err)
 		errs = append(errs, fmt.Errorf("peer %s at %s: %w", p.ID, p.Address, err))
-		if req.Context().Err() != nil || (body != nil && body.read) {
+		if req.Context().Err() != nil || (body != nil && body.read) || (st.sent.Maybe() && !reverseproxy.Repeatable(req.Method)) {
 			break
 		}
 	}
@@ -338,3 +348,8 @@ var errNotSynced = errors.New("mvproxy: discovery caches have not synced yet")
 // LocalUnreachableMessage answers a request when the local apiserver cannot be reached
 // and no peer serves what it asks for. It names no address: clients may be anonymous.
 const LocalUnreachableMessage = "mvproxy: the local apiserver is unreachable; see the proxy's log"
+
+// LocalMayHaveProcessedMessage answers a request that is not a read when the connection
+// to the local apiserver failed after the request may have reached it: it may have been
+// processed, so the answer (a 503) carries no Retry-After.
+const LocalMayHaveProcessedMessage = "mvproxy: the local apiserver did not answer; the request may have been processed; see the proxy's log"

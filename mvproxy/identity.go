@@ -2,6 +2,7 @@ package mvproxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Header names of the one-hop guard and of front-proxy (request-header) identity.
@@ -156,12 +159,16 @@ func ForwardIdentity(pr *httputil.ProxyRequest, guard bool) {
 // (or front proxy) whose X-Remote-* headers name the user; a certificate from ClientCAs
 // is a user named by its common name, with its organizations as groups; no certificate
 // means the request's own credentials are forwarded. Its fields must not change once in
-// use.
+// use, nor may it be copied: it remembers for up to a minute (never past a certificate's
+// expiry) which chains verified, so that a client's certificate is not verified again on
+// each of its requests.
 type CertIdentifier struct {
 	ClientCAs        *x509.CertPool
 	RequestHeaderCAs *x509.CertPool
 	// AllowedNames limits the common names accepted from RequestHeaderCAs; empty allows any.
 	AllowedNames []string
+
+	verified verifiedChains
 }
 
 // ErrSharedClientCA is CertIdentifier.Validate's refusal of a configuration in which every
@@ -184,28 +191,123 @@ func (c *CertIdentifier) Identify(r *http.Request) (Caller, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return Caller{}, nil
 	}
-	leaf := r.TLS.PeerCertificates[0]
-	inter := x509.NewCertPool()
-	for _, ic := range r.TLS.PeerCertificates[1:] {
-		inter.AddCert(ic)
-	}
-	verify := func(roots *x509.CertPool) error {
-		if roots == nil {
-			return fmt.Errorf("no CA configured")
+	certs := r.TLS.PeerCertificates
+	leaf := certs[0]
+	key := chainKey(certs)
+	now := time.Now()
+	asPeer, ok := c.verified.lookup(key, now)
+	if !ok {
+		var until time.Time
+		var err error
+		if asPeer, until, err = c.verify(certs); err != nil {
+			return Caller{}, err
 		}
-		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-		return err
+		c.verified.remember(key, asPeer, earliest(until, now.Add(verifiedFor)), now)
 	}
-	peerErr := verify(c.RequestHeaderCAs)
-	if peerErr == nil && (len(c.AllowedNames) == 0 || slices.Contains(c.AllowedNames, leaf.Subject.CommonName)) {
+	if asPeer {
 		return Caller{User: identityFromHeaders(r.Header), FromPeer: true}, nil
 	}
-	clientErr := verify(c.ClientCAs)
+	return Caller{User: &Identity{Name: leaf.Subject.CommonName, Groups: slices.Clone(leaf.Subject.Organization)}}, nil
+}
+
+// verify checks the chain certs (leaf first, then the intermediates the client sent) as
+// Identify describes: whether it is a trusted peer's or a user's, and until when the
+// verified chain is valid.
+func (c *CertIdentifier) verify(certs []*x509.Certificate) (asPeer bool, until time.Time, err error) {
+	leaf := certs[0]
+	inter := x509.NewCertPool()
+	for _, ic := range certs[1:] {
+		inter.AddCert(ic)
+	}
+	verify := func(roots *x509.CertPool) (time.Time, error) {
+		if roots == nil {
+			return time.Time{}, fmt.Errorf("no CA configured")
+		}
+		chains, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		if err != nil {
+			return time.Time{}, err
+		}
+		// The first chain's certificates expire first or not: the earliest of them bounds
+		// how long the answer may be remembered.
+		until := leaf.NotAfter
+		for _, c := range chains[0] {
+			until = earliest(until, c.NotAfter)
+		}
+		return until, nil
+	}
+	until, peerErr := verify(c.RequestHeaderCAs)
+	if peerErr == nil && (len(c.AllowedNames) == 0 || slices.Contains(c.AllowedNames, leaf.Subject.CommonName)) {
+		return true, until, nil
+	}
+	until, clientErr := verify(c.ClientCAs)
 	if clientErr == nil {
-		return Caller{User: &Identity{Name: leaf.Subject.CommonName, Groups: slices.Clone(leaf.Subject.Organization)}}, nil
+		return false, until, nil
 	}
 	if peerErr == nil {
-		return Caller{}, fmt.Errorf("client certificate %q is signed by the request-header CA but its common name is not among the allowed names", leaf.Subject.CommonName)
+		return false, time.Time{}, fmt.Errorf("client certificate %q is signed by the request-header CA but its common name is not among the allowed names", leaf.Subject.CommonName)
 	}
-	return Caller{}, fmt.Errorf("client certificate %q is not signed by the client CA (%w) or the request-header CA (%w)", leaf.Subject.CommonName, clientErr, peerErr)
+	return false, time.Time{}, fmt.Errorf("client certificate %q is not signed by the client CA (%w) or the request-header CA (%w)", leaf.Subject.CommonName, clientErr, peerErr)
+}
+
+// verifiedFor is how long a verified chain is remembered at most; its certificates'
+// expiry cuts it shorter.
+const verifiedFor = time.Minute
+
+// maxVerified bounds the chains remembered; when full, all are forgotten.
+const maxVerified = 4096
+
+// verifiedChains remembers chains that verified, so that the certificate a client
+// presents is verified once a minute rather than on each of its requests (an ECDSA
+// verification costs more than the rest of the filter). Chains that fail are not kept:
+// they are verified again, each time. The zero value is ready to use.
+type verifiedChains struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]verifiedChain
+}
+
+type verifiedChain struct {
+	asPeer bool
+	until  time.Time
+}
+
+func (v *verifiedChains) lookup(key [sha256.Size]byte, now time.Time) (asPeer, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.m[key]
+	if !ok || !now.Before(e.until) {
+		return false, false
+	}
+	return e.asPeer, true
+}
+
+func (v *verifiedChains) remember(key [sha256.Size]byte, asPeer bool, until, now time.Time) {
+	if !now.Before(until) {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= maxVerified {
+		v.m = map[[sha256.Size]byte]verifiedChain{}
+	}
+	v.m[key] = verifiedChain{asPeer: asPeer, until: until}
+}
+
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// chainKey names a presented chain: the digest of each certificate's DER, in order.
+func chainKey(certs []*x509.Certificate) [sha256.Size]byte {
+	h := sha256.New()
+	for _, c := range certs {
+		d := sha256.Sum256(c.Raw)
+		h.Write(d[:])
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
 }

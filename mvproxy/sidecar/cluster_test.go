@@ -42,6 +42,11 @@ type backend struct {
 	tokens        map[string]string
 	srv           *httptest.Server
 	watchStep     chan struct{} // a watch sends its second event after a receive from here
+	received      atomic.Int32  // resource requests read whole
+	// drop, when set, makes the backend read each resource request whole and then close
+	// the connection without answering: a server that processed the request and
+	// crashed, or a connection reset, before the answer.
+	drop atomic.Bool
 }
 
 // seen is what a backend answers to a resource request.
@@ -78,6 +83,14 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reverseproxy.WriteStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource", 0)
 		return
 	}
+	if b.drop.Load() {
+		_, _ = io.ReadAll(r.Body)
+		b.received.Add(1)
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+		return
+	}
 	switch {
 	case r.Header.Get("Upgrade") == "test-echo":
 		b.echo(w)
@@ -93,6 +106,7 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "{\"type\":\"MODIFIED\",\"server\":%q}\n", b.name)
 	default:
 		body, _ := io.ReadAll(r.Body)
+		b.received.Add(1)
 		_ = json.NewEncoder(w).Encode(seen{
 			Server: b.name, User: user, Groups: groups, Proxied: r.Header.Get(mvproxy.ProxiedHeader),
 			Token: r.Header.Get("Authorization") != "", Remote: r.Header.Get("X-Remote-User") != "", Body: string(body),

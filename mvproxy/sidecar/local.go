@@ -35,13 +35,20 @@ const retryAfterSeconds = 1
 // notServed: the server may have restarted unnoticed as a version without it, or a CRD
 // went away. Anyone can cause such a 404 (a namespaced path for a cluster-scoped
 // resource), so it must only make the discovery be read again, never change routing.
+//
+// A request the apiserver cannot be reached for is answered 503 with Retry-After, unless
+// it may have been sent and is not a read: then the apiserver may have processed it, and
+// the 503 says so, without Retry-After, which clients obey for every method.
 func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir *mvproxy.Directory, m *mvproxy.Metrics, log *slog.Logger, notServed func()) http.Handler {
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = target.Scheme, target.Host, ""
 			mvproxy.ForwardIdentity(pr, false)
 		},
 		Transport: roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if sent, ok := r.Context().Value(sentKey{}).(*reverseproxy.Sent); ok {
+				r = sent.Trace(r)
+			}
 			if c, _ := mvproxy.CallerFrom(r.Context()); c.User != nil {
 				return withProxyCert.RoundTrip(r)
 			}
@@ -69,14 +76,26 @@ func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir 
 			// discovery is read again.
 			dir.MarkLocalStale()
 			// Addresses and dial errors go to the log, not to a client that may be anonymous.
-			log.Warn("local apiserver unreachable", "url", target.String(), "err", err)
+			log.Warn("local apiserver unreachable", "url", target.String(), "method", r.Method, "err", err)
+			if sent, _ := r.Context().Value(sentKey{}).(*reverseproxy.Sent); sent != nil && sent.Maybe() && !reverseproxy.Repeatable(r.Method) {
+				// It may have been processed: no Retry-After, which clients obey for any method.
+				reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+					mvproxy.LocalMayHaveProcessedMessage, 0)
+				return
+			}
 			reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 				mvproxy.LocalUnreachableMessage, retryAfterSeconds)
 		},
 		ErrorLog:   reverseproxy.ErrorLog(log),
 		BufferPool: reverseproxy.BufferPool,
 	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sentKey{}, &reverseproxy.Sent{})))
+	})
 }
+
+// sentKey finds, in a request's context, whether the local proxy may have sent it.
+type sentKey struct{}
 
 // pathNotServed reports whether a 404 from kube-apiserver says that it does not serve the
 // path, rather than that an object is missing: for a group it does not serve it answers

@@ -124,7 +124,7 @@ func TestGettingStartedPluginAuthor(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	env := append(goOfflineEnv(t), pathWith(bin), "HOME="+home, "KUBECONFIG="+kubeconfig, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+	env := append(goEnv(t), pathWith(bin), "HOME="+home, "KUBECONFIG="+kubeconfig, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 	out := page.run(t, home, env,
 		"go get github.com/kplug/kplug@latest", "go mod edit -require=github.com/kplug/kplug@v0.0.0 -replace=github.com/kplug/kplug="+moduleRoot(t))
 	for _, want := range []string{
@@ -146,19 +146,21 @@ func TestGettingStartedPluginAuthor(t *testing.T) {
 	}
 }
 
-// goOfflineEnv is the environment of a page's go commands: kplug's dependencies from the
-// module cache, nothing downloaded, the machine's build cache.
-func goOfflineEnv(t *testing.T) []string {
+// goEnv is the environment of a page's go commands, whose HOME is a directory of the
+// test's: the machine's module and build caches and its module proxy settings. What the
+// module cache lacks comes from the module proxy, as for a reader: on a fresh machine
+// `go mod tidy` needs go.mod files of modules that building kplug never downloads.
+func goEnv(t *testing.T) []string {
 	t.Helper()
 	var env []string
-	for _, v := range []string{"GOMODCACHE", "GOCACHE"} {
+	for _, v := range []string{"GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE"} {
 		out, err := exec.Command("go", "env", v).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		env = append(env, v+"="+strings.TrimSpace(string(out)))
 	}
-	return append(env, "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod -buildvcs=false")
+	return append(env, "GOFLAGS=-mod=mod -buildvcs=false")
 }
 
 // TestGettingStartedNodeIntegrator runs docs/getting-started/node-integrator.md on a
@@ -215,7 +217,7 @@ func TestGettingStartedNodeIntegrator(t *testing.T) {
 	writeFile(t, config, string(data))
 	adminKubeconfig := cp.Admin.Kubeconfig
 	work := t.TempDir()
-	out := page.run(t, work, append(goOfflineEnv(t), pathWith(bin), "HOME="+work, "KUBECONFIG="+adminKubeconfig),
+	out := page.run(t, work, append(goEnv(t), pathWith(bin), "HOME="+work, "KUBECONFIG="+adminKubeconfig),
 		"/etc/kubernetes/credential-provider.yaml", config,
 		"/usr/libexec/kubernetes/kubelet-plugins", filepath.Join(root, "plugins"),
 		"/etc/kubernetes/kubelet.conf", nodeKubeconfig,

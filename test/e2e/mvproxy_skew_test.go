@@ -3,14 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 
 	"github.com/kplug/kplug/internal/version"
 	"github.com/kplug/kplug/test/e2e/framework"
+	"github.com/kplug/kplug/test/e2e/traffic"
 )
 
 // What differs between kube-apiserver 1.35.4 and 1.36.3 (docs/mixed-version-proxy.md,
@@ -97,7 +96,7 @@ func TestMixedVersionProxyUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	traffic := startTraffic(ctx, clients, "upgrade")
+	tr := startSidecarTraffic(ctx, t, cp, sides, "upgrade")
 	podGroup := func(name string) *unstructured.Unstructured {
 		return object("scheduling.k8s.io/v1alpha2", "PodGroup", name, map[string]any{
 			"schedulingPolicy": map[string]any{"basic": map[string]any{}},
@@ -112,8 +111,8 @@ func TestMixedVersionProxyUpgrade(t *testing.T) {
 			t.Fatalf("listing v1alpha1 workloads through sidecar %d before the upgrade: %v", i, err)
 		}
 	}
-	traffic.expectServed(0, workloadsV1alpha1)
-	traffic.expectServed(1, workloadsV1alpha1)
+	expectServed(tr, 0, workloadsV1alpha1)
+	expectServed(tr, 1, workloadsV1alpha1)
 
 	t.Logf("replacing %s (%s) by %s", cp.Servers[0].Name, cp.Servers[0].Version(), version.Kubernetes)
 	cp.Servers[0].Stop()
@@ -126,8 +125,8 @@ func TestMixedVersionProxyUpgrade(t *testing.T) {
 		_, err := clients[1].dyn.Resource(podGroupsV1alpha2).Namespace("upgrade").Create(ctx, podGroup("mixed"), metav1.CreateOptions{})
 		return err
 	})
-	traffic.expectServed(1, podGroupsV1alpha2)
-	traffic.expectServed(0, podGroupsV1alpha2)
+	expectServed(tr, 1, podGroupsV1alpha2)
+	expectServed(tr, 0, podGroupsV1alpha2)
 	// MutatingAdmissionPolicy, new in a group and version both servers serve, is in the
 	// merged discovery of the 1.35 server's sidecar too: kubectl finds it there.
 	kubeconfigs := sidecarKubeconfigs(t, cp, sides)
@@ -143,8 +142,8 @@ func TestMixedVersionProxyUpgrade(t *testing.T) {
 	eventually(ctx, t, "a MutatingAdmissionPolicy applied with kubectl through the sidecar of the 1.35 server", func() error {
 		return applyPolicy(1, "via-old")
 	})
-	traffic.expectServed(0, mutatingPoliciesV1)
-	traffic.expectServed(1, mutatingPoliciesV1)
+	expectServed(tr, 0, mutatingPoliciesV1)
+	expectServed(tr, 1, mutatingPoliciesV1)
 	for i := range sides {
 		out, err := kubectl(ctx, cp, kubeconfigs[cp.Admin.Name], i, "get", "mutatingadmissionpolicies", "-o", "name")
 		if err != nil || !strings.Contains(string(out), "mutatingadmissionpolicy.admissionregistration.k8s.io/via-old") {
@@ -174,7 +173,7 @@ func TestMixedVersionProxyUpgrade(t *testing.T) {
 
 	t.Logf("replacing %s (%s) by %s", cp.Servers[1].Name, cp.Servers[1].Version(), version.Kubernetes)
 	cp.Servers[1].Stop()
-	traffic.notServed(workloadsV1alpha1) // its last server is gone: 503 while peers remember it, then 404
+	tr.NotServed(listPath(workloadsV1alpha1)) // its last server is gone: 503 while peers remember it, then 404
 	if err := cp.Replace(ctx, 1, current); err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +190,7 @@ func TestMixedVersionProxyUpgrade(t *testing.T) {
 	if err := applyPolicy(1, "after"); err != nil {
 		t.Error(err)
 	}
-	report := traffic.stop()
-	t.Log(report.summary())
-	if len(report.wrong404) > 0 {
-		t.Errorf("404 for resources a running server served:\n%s", strings.Join(report.wrong404, "\n"))
-	}
-	report.checkWrites(ctx, t, cp, "upgrade")
+	finishTraffic(ctx, t, cp, tr)
 	// podgroups created through either sidecar are all there, read through the other.
 	l, err := clients[0].dyn.Resource(podGroupsV1alpha2).Namespace("upgrade").List(ctx, metav1.ListOptions{})
 	if err != nil || !slices.Contains(itemNames(l), "mixed") {
@@ -237,205 +231,69 @@ func newSidecarClients(t *testing.T, cp *framework.ControlPlane, s *sidecar) sid
 	return sidecarClients{core: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(rest.CopyConfig(cfg))}
 }
 
-// traffic is clients writing and reading through each sidecar while a test changes the
-// control plane under them: per sidecar, one writer creating uniquely named ConfigMaps and
-// one reader listing ConfigMaps and every resource the test said a running server serves.
-type traffic struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	served   map[schema.GroupVersionResource]map[int]bool // by sidecar: must not 404 there
-	created  []string                                     // ConfigMaps whose create succeeded
-	failed   map[string]error                             // ConfigMaps whose create failed, and why
-	errors   map[string]int                               // failed requests by kind
-	wrong404 []string
-	requests int
-}
-
-func startTraffic(ctx context.Context, clients []sidecarClients, namespace string) *traffic {
-	ctx, cancel := context.WithCancel(ctx)
-	tr := &traffic{cancel: cancel, served: map[schema.GroupVersionResource]map[int]bool{}, failed: map[string]error{}, errors: map[string]int{}}
-	for i, c := range clients {
-		tr.wg.Add(2)
-		go func() {
-			defer tr.wg.Done()
-			for n := 0; ctx.Err() == nil; n++ {
-				name := fmt.Sprintf("via-sidecar-%d-%04d", i, n)
-				_, err := c.core.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": fmt.Sprint(n)},
-				}, metav1.CreateOptions{})
-				if ctx.Err() != nil {
-					return
-				}
-				tr.record(i, "create configmaps", err, true)
-				tr.mu.Lock()
-				if err == nil {
-					tr.created = append(tr.created, name)
-				} else {
-					tr.failed[name] = err
-				}
-				tr.mu.Unlock()
-				pause(ctx, 40*time.Millisecond)
-			}
-		}()
-		go func() {
-			defer tr.wg.Done()
-			for ctx.Err() == nil {
-				_, err := c.core.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{Limit: 1})
-				if ctx.Err() != nil {
-					return
-				}
-				tr.record(i, "list configmaps", err, true)
-				for _, gvr := range tr.servedAt(i) {
-					rc := c.dyn.Resource(gvr).Namespace(namespace)
-					if clusterScoped[gvr] {
-						rc = c.dyn.Resource(gvr)
-					}
-					_, err := rc.List(ctx, metav1.ListOptions{Limit: 1})
-					if ctx.Err() != nil {
-						return
-					}
-					tr.record(i, "list "+gvr.String(), err, tr.isServed(i, gvr))
-				}
-				pause(ctx, 40*time.Millisecond)
-			}
-		}()
+// startSidecarTraffic starts traffic through each sidecar while a test changes the control
+// plane under it: per sidecar, ConfigMaps created and listed in namespace, two watches of
+// them, and the lists expectServed adds (package traffic checks what they are told).
+func startSidecarTraffic(ctx context.Context, t *testing.T, cp *framework.ControlPlane, sides []*sidecar, namespace string) *traffic.Traffic {
+	t.Helper()
+	tc, err := cp.ClientTLS(cp.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loads []traffic.Load
+	for i, s := range sides {
+		loads = append(loads, traffic.Load{
+			Name: fmt.Sprintf("sidecar-%d", i), Target: traffic.HTTPSTarget(fmt.Sprintf("sidecar-%d", i), s.URL, tc),
+			Resource: traffic.ConfigMaps, Namespaces: []string{namespace},
+			Rate: 40, Workers: 2, Mix: traffic.Mix{Create: 1, List: 1}, Watches: 1, WebSocketWatches: 1,
+		})
+	}
+	tr, err := traffic.Start(ctx, traffic.Options{Loads: loads, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return tr
 }
 
-func pause(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
 // expectServed says that from now on, gvr must not get a 404 through sidecar i.
-func (tr *traffic) expectServed(i int, gvr schema.GroupVersionResource) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if tr.served[gvr] == nil {
-		tr.served[gvr] = map[int]bool{}
+func expectServed(tr *traffic.Traffic, i int, gvr schema.GroupVersionResource) {
+	tr.ExpectServed(fmt.Sprintf("sidecar-%d", i), listPath(gvr))
+}
+
+// listPath is the collection of gvr in the namespace "upgrade", or cluster-wide.
+func listPath(gvr schema.GroupVersionResource) string {
+	if clusterScoped[gvr] {
+		return "/apis/" + gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
 	}
-	tr.served[gvr][i] = true
+	return "/apis/" + gvr.Group + "/" + gvr.Version + "/namespaces/upgrade/" + gvr.Resource
 }
 
-// notServed says that gvr may get a 404 through any sidecar from now on.
-func (tr *traffic) notServed(gvr schema.GroupVersionResource) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	delete(tr.served, gvr)
-}
-
-func (tr *traffic) servedAt(i int) []schema.GroupVersionResource {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	var out []schema.GroupVersionResource
-	for gvr, at := range tr.served {
-		if at[i] {
-			out = append(out, gvr)
-		}
-	}
-	return out
-}
-
-func (tr *traffic) isServed(i int, gvr schema.GroupVersionResource) bool {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return tr.served[gvr][i]
-}
-
-// record counts one request through sidecar i; a 404 is wrong when mustServe.
-func (tr *traffic) record(i int, what string, err error, mustServe bool) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	tr.requests++
-	if err == nil {
-		return
-	}
-	kind := errorKind(err)
-	tr.errors[what+": "+kind]++
-	if mustServe && apierrors.IsNotFound(err) {
-		tr.wrong404 = append(tr.wrong404, fmt.Sprintf("%s through sidecar %d at %s: %v", what, i, time.Now().Format("15:04:05.000"), err))
-	}
-}
-
-func errorKind(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return fmt.Sprintf("%d %s", status.Status().Code, status.Status().Reason)
-	}
-	return "transport error"
-}
-
-type trafficReport struct {
-	requests int
-	created  []string
-	failed   map[string]error
-	errors   map[string]int
-	wrong404 []string
-}
-
-func (tr *traffic) stop() trafficReport {
-	tr.cancel()
-	tr.wg.Wait()
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return trafficReport{requests: tr.requests, created: tr.created, failed: tr.failed, errors: tr.errors, wrong404: tr.wrong404}
-}
-
-func (r trafficReport) summary() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d requests, %d ConfigMaps created, %d creates failed", r.requests, len(r.created), len(r.failed))
-	for _, k := range slices.Sorted(mapKeys(r.errors)) {
-		fmt.Fprintf(&b, "\n  %s: %d", k, r.errors[k])
-	}
-	return b.String()
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-// checkWrites reads every ConfigMap in namespace straight from apiserver 0 and checks that
-// each create a client was told succeeded is there, and that a create the sidecar refused
-// before forwarding (a 503 it answered itself) left nothing behind.
-func (r trafficReport) checkWrites(ctx context.Context, t *testing.T, cp *framework.ControlPlane, namespace string) {
+// finishTraffic stops the traffic and fails the test for every problem its checks found
+// (reading from apiserver 0 directly): a 404 for what a running server served, an
+// acknowledged write missing, a write told failed applied, a watch that missed an event.
+func finishTraffic(ctx context.Context, t *testing.T, cp *framework.ControlPlane, tr *traffic.Traffic) *traffic.Report {
 	t.Helper()
-	direct := kubernetes.NewForConfigOrDie(cp.RESTConfig(cp.Admin, 0))
-	l, err := direct.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{})
+	tc, err := cp.ClientTLS(cp.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := map[string]bool{}
-	for _, cm := range l.Items {
-		have[cm.Name] = true
+	rep, err := tr.Finish(ctx, traffic.HTTPSTarget("direct", cp.Servers[0].URL, tc))
+	if err != nil {
+		t.Fatal(err)
 	}
-	var lost []string
-	for _, name := range r.created {
-		if !have[name] {
-			lost = append(lost, name)
-		}
+	created := 0
+	for _, l := range rep.Loads {
+		created += l.ByOp["CREATE"].N
+		t.Logf("%s: %d requests (%d ok, %d refused, %d unknown), %d watch events, %d resumes, %d relists; errors %v, watch errors %v",
+			l.Name, l.Requests, l.OK, l.Refused, l.Unknown, l.Watches.Events, l.Watches.Resumes, l.Watches.Relists, l.Errors, l.Watches.Errors)
 	}
-	if len(lost) > 0 {
-		t.Errorf("%d of %d acknowledged writes are missing: %v", len(lost), len(r.created), lost)
+	for _, p := range rep.Problems {
+		t.Error(p)
 	}
-	for name, err := range r.failed {
-		if have[name] && strings.Contains(err.Error(), "mvproxy:") {
-			t.Errorf("%s: the sidecar answered %v, but the ConfigMap was written", name, err)
-		}
-	}
-	if len(r.created) == 0 {
+	if created == 0 {
 		t.Error("no write succeeded")
 	}
+	return rep
 }
 
 // logSkew logs the group/version/resources one server serves and the other does not.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,7 +25,6 @@ import (
 	"k8s.io/client-go/transport"
 
 	"github.com/kplug/kplug/internal/cli"
-	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
@@ -55,71 +53,26 @@ func (s *sidecar) stop(t *testing.T) {
 // startSidecar runs `kplug peerproxy` beside apiserver i in the documented setup: peers
 // verify each other with a dedicated peer CA, each presenting a certificate from it for
 // the peer server name; the sidecar runs as the user docs/peerproxy-rbac.yaml grants,
-// with its Leases in the namespace only sidecars write to. It stops when the test ends.
+// with its Leases in the namespace only sidecars write to (framework.Sidecars). It stops
+// when the test ends.
 func startSidecar(t testing.TB, cp *framework.ControlPlane, i int) *sidecar {
 	t.Helper()
-	ca := setupSidecars(t, cp).peerCA
-	cert, err := ca.Issue("peer-"+cp.Servers[i].Name, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kplug-peerproxy-" + cp.Servers[i].Name},
-		DNSNames:    []string{mvproxy.DefaultPeerServerName},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+	flags, err := setupSidecars(t, cp).PeerFlags(cp, i)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startSidecarWith(t, cp, i, "--peer-ca-file="+ca.File, "--peer-tls-cert-file="+cert.CertFile, "--peer-tls-private-key-file="+cert.KeyFile)
+	return startSidecarWith(t, cp, i, flags...)
 }
 
 // leaseNamespace is the namespace docs/peerproxy-rbac.yaml gives the sidecars.
-const leaseNamespace = "kplug-peerproxy"
+const leaseNamespace = framework.LeaseNamespace
 
-// sidecarSetup is what the sidecars of one control plane share: the dedicated peer CA,
-// and the kubeconfig of the user docs/peerproxy-rbac.yaml grants.
-type sidecarSetup struct {
-	peerCA     *framework.CA
-	kubeconfig string
-}
-
-var (
-	setupsMu sync.Mutex
-	setups   = map[*framework.ControlPlane]*sidecarSetup{}
-)
-
-// setupSidecars makes, at the first call for cp, the peer CA and the sidecars' user
-// kplug-peerproxy (a client certificate), and applies docs/peerproxy-rbac.yaml as the
-// admin.
-func setupSidecars(t testing.TB, cp *framework.ControlPlane) *sidecarSetup {
+func setupSidecars(t testing.TB, cp *framework.ControlPlane) *framework.Sidecars {
 	t.Helper()
-	setupsMu.Lock()
-	defer setupsMu.Unlock()
-	if s := setups[cp]; s != nil {
-		return s
-	}
-	ca, err := cp.PKI.NewCA("peer-ca", "kplug-e2e peer CA")
+	s, err := cp.Sidecars(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	user, err := cp.PKI.ClientCA.IssueClient("kplug-peerproxy", "kplug-peerproxy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cluster := clientcmdapi.NewCluster()
-	cluster.Server, cluster.CertificateAuthorityData = cp.Servers[0].URL, cp.PKI.ClusterCA.CertPEM
-	auth := clientcmdapi.NewAuthInfo()
-	auth.ClientCertificateData, auth.ClientKeyData = user.CertPEM, user.KeyPEM
-	c := clientcmdapi.NewContext()
-	c.Cluster, c.AuthInfo = "cluster", "kplug-peerproxy"
-	cfg.Clusters["cluster"], cfg.AuthInfos["kplug-peerproxy"], cfg.Contexts["default"] = cluster, auth, c
-	cfg.CurrentContext = "default"
-	s := &sidecarSetup{peerCA: ca, kubeconfig: filepath.Join(cp.Dir, "kplug-peerproxy.kubeconfig")}
-	if err := clientcmd.WriteToFile(*cfg, s.kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := cp.Kubectl(context.Background(), cp.Admin, "apply", "-f", filepath.Join("..", "..", "docs", "peerproxy-rbac.yaml")).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply -f docs/peerproxy-rbac.yaml: %v\n%s", err, out)
-	}
-	setups[cp] = s
 	return s
 }
 
@@ -129,16 +82,7 @@ func startSidecarWith(t testing.TB, cp *framework.ControlPlane, i int, peerFlags
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := cp.PKI
-	args := append([]string{"peerproxy", "-v=4",
-		"--kubeconfig=" + setupSidecars(t, cp).kubeconfig, "--apiserver=" + cp.Servers[i].URL, "--lease-namespace=" + leaseNamespace,
-		"--listen-address=" + addr, "--id=kplug-peerproxy-" + cp.Servers[i].Name,
-		"--tls-cert-file=" + p.Serving.CertFile, "--tls-private-key-file=" + p.Serving.KeyFile,
-		"--client-ca-file=" + p.ClientCA.File,
-		"--requestheader-client-ca-file=" + p.FrontProxyCA.File, "--requestheader-allowed-names=" + framework.FrontProxyClientName,
-		"--proxy-client-cert-file=" + p.ProxyClient.CertFile, "--proxy-client-key-file=" + p.ProxyClient.KeyFile,
-		"--local-refresh=2s", "--peer-refresh=3s", "--peer-timeout=3s", "--metrics-addr=" + metricsAddr,
-	}, peerFlags...)
+	args := setupSidecars(t, cp).PeerproxyArgs(cp, i, addr, metricsAddr, peerFlags...)
 	return runInProcess(t, "peerproxy beside "+cp.Servers[i].Name, args, "https://"+addr, "http://"+metricsAddr+"/metrics")
 }
 

@@ -219,3 +219,18 @@ func checkReadyz(ctx context.Context, client *http.Client, url string) error {
 	}
 	return nil
 }
+
+// Kill kills the server with SIGKILL, as a crash would, and waits for it; Restart
+// starts it again.
+func (s *APIServer) Kill() { s.proc.kill() }
+
+// Pause stops the server with SIGSTOP: connections to its port are still accepted by the
+// kernel, but nothing is answered, as from a hung server. Resume continues it; a test that
+// pauses a server must resume it (a paused server takes the whole grace period to stop).
+func (s *APIServer) Pause() error { return s.proc.pause() }
+
+// Resume continues a paused server (SIGCONT).
+func (s *APIServer) Resume() error { return s.proc.resume() }
+
+// PID is the server's process ID.
+func (s *APIServer) PID() int { return s.proc.cmd.Process.Pid }

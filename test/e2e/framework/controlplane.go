@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,6 +39,9 @@ type ControlPlane struct {
 	TokenUser *User
 
 	etcd               *etcd
+	mu                 sync.Mutex // guards processes and sidecars
+	processes          []*Process
+	sidecars           *Sidecars
 	controllerManagers []*ControllerManager
 	tokenFile          string
 	ownsDir            bool
@@ -109,6 +113,12 @@ func (cp *ControlPlane) start(ctx context.Context, servers []ServerOptions) erro
 // Stop stops the apiservers, then etcd (an apiserver whose etcd is gone can hang on
 // shutdown), and removes the directory if Start created it. It is safe to call twice.
 func (cp *ControlPlane) Stop() {
+	cp.mu.Lock()
+	processes := cp.processes
+	cp.mu.Unlock()
+	for _, p := range processes {
+		p.Stop(10 * time.Second)
+	}
 	for _, m := range cp.controllerManagers {
 		m.Stop()
 	}
@@ -142,6 +152,11 @@ func (cp *ControlPlane) Logs(lines int) string {
 	for _, m := range cp.controllerManagers {
 		procs = append(procs, m.proc)
 	}
+	cp.mu.Lock()
+	for _, p := range cp.processes {
+		procs = append(procs, p.proc)
+	}
+	cp.mu.Unlock()
 	for _, p := range procs {
 		fmt.Fprintf(&b, "===== last %d lines of %s =====\n%s\n", lines, p.logPath, p.tail(lines))
 	}

@@ -21,6 +21,11 @@ type process struct {
 }
 
 func startProcess(name, logPath string, argv []string) (*process, error) {
+	return startProcessEnv(name, logPath, argv, nil)
+}
+
+// startProcessEnv is startProcess with env as the environment (nil: this process's).
+func startProcessEnv(name, logPath string, argv, env []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -29,6 +34,7 @@ func startProcess(name, logPath string, argv []string) (*process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx // stopped by stop(), see above
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
+	cmd.Env = env
 	if err := configureProcess(cmd); err != nil {
 		_ = logFile.Close()
 		return nil, err
@@ -63,6 +69,18 @@ func (p *process) stop(grace time.Duration) {
 	signalGroup(p.cmd.Process, true)
 	<-p.done
 }
+
+// kill sends SIGKILL to the process group at once and waits until the process is reaped:
+// a crash, with no shutdown of any kind.
+func (p *process) kill() {
+	signalGroup(p.cmd.Process, true)
+	<-p.done
+}
+
+// pause stops the process group (SIGSTOP): its sockets still accept connections, which
+// the kernel completes, but nothing is ever answered. resume continues it (SIGCONT).
+func (p *process) pause() error  { return pauseGroup(p.cmd.Process, true) }
+func (p *process) resume() error { return pauseGroup(p.cmd.Process, false) }
 
 func (p *process) running() bool {
 	select {

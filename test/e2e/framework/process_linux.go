@@ -18,3 +18,12 @@ func signalGroup(p *os.Process, kill bool) {
 	}
 	_ = syscall.Kill(-p.Pid, sig)
 }
+
+// pauseGroup stops (SIGSTOP) or continues (SIGCONT) the process group of p.
+func pauseGroup(p *os.Process, pause bool) error {
+	sig := syscall.SIGCONT
+	if pause {
+		sig = syscall.SIGSTOP
+	}
+	return syscall.Kill(-p.Pid, sig)
+}

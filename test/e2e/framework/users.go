@@ -2,6 +2,7 @@ package framework
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -122,4 +123,19 @@ func (cp *ControlPlane) WriteExecKubeconfig(path string, users map[string]*clien
 		}
 	}
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// ClientTLS returns a TLS configuration that trusts the cluster CA and, for a
+// client-certificate user, presents u's certificate (token users add their token to
+// each request themselves).
+func (cp *ControlPlane) ClientTLS(u *User) (*tls.Config, error) {
+	c := &tls.Config{RootCAs: cp.PKI.ClusterCA.Pool(), MinVersion: tls.VersionTLS12}
+	if u.Cert != nil {
+		cert, err := tls.X509KeyPair(u.Cert.CertPEM, u.Cert.KeyPEM)
+		if err != nil {
+			return nil, err
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
