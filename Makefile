@@ -43,7 +43,7 @@ test-e2e: deps ## End-to-end tests against a real etcd, kube-apiserver and kubec
 	cd test/load && KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: load
-load: deps tools ## Load, soak and faults, long form: each proxy 10 min beside the direct path, then faults; writes docs/reliability.md (about 40 min)
+load: deps tools ## Load, soak and faults, long form: each proxy 10 min beside the direct path, then faults; writes docs/reliability.md (about 30 min)
 	cd test/load && KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 120m -v -run '^TestLoad$$' . -args -load
 
 .PHONY: lint
