@@ -11,8 +11,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/kplug/kplug/internal/certmemo"
 )
 
 // Header names of the one-hop guard and of front-proxy (request-header) identity.
@@ -168,7 +169,8 @@ type CertIdentifier struct {
 	// AllowedNames limits the common names accepted from RequestHeaderCAs; empty allows any.
 	AllowedNames []string
 
-	verified verifiedChains
+	// verified remembers, per presented chain, whether it is a peer's (true) or a user's.
+	verified certmemo.Memo[[sha256.Size]byte, bool]
 }
 
 // ErrSharedClientCA is CertIdentifier.Validate's refusal of a configuration in which every
@@ -195,14 +197,17 @@ func (c *CertIdentifier) Identify(r *http.Request) (Caller, error) {
 	leaf := certs[0]
 	key := chainKey(certs)
 	now := time.Now()
-	asPeer, ok := c.verified.lookup(key, now)
+	asPeer, ok := c.verified.Get(key, now)
 	if !ok {
 		var until time.Time
 		var err error
 		if asPeer, until, err = c.verify(certs); err != nil {
 			return Caller{}, err
 		}
-		c.verified.remember(key, asPeer, earliest(until, now.Add(verifiedFor)), now)
+		if limit := now.Add(verifiedFor); limit.Before(until) {
+			until = limit
+		}
+		c.verified.Put(key, asPeer, until)
 	}
 	if asPeer {
 		return Caller{User: identityFromHeaders(r.Header), FromPeer: true}, nil
@@ -227,13 +232,7 @@ func (c *CertIdentifier) verify(certs []*x509.Certificate) (asPeer bool, until t
 		if err != nil {
 			return time.Time{}, err
 		}
-		// The first chain's certificates expire first or not: the earliest of them bounds
-		// how long the answer may be remembered.
-		until := leaf.NotAfter
-		for _, c := range chains[0] {
-			until = earliest(until, c.NotAfter)
-		}
-		return until, nil
+		return certmemo.Expiry(chains[0]), nil
 	}
 	until, peerErr := verify(c.RequestHeaderCAs)
 	if peerErr == nil && (len(c.AllowedNames) == 0 || slices.Contains(c.AllowedNames, leaf.Subject.CommonName)) {
@@ -252,53 +251,6 @@ func (c *CertIdentifier) verify(certs []*x509.Certificate) (asPeer bool, until t
 // verifiedFor is how long a verified chain is remembered at most; its certificates'
 // expiry cuts it shorter.
 const verifiedFor = time.Minute
-
-// maxVerified bounds the chains remembered; when full, all are forgotten.
-const maxVerified = 4096
-
-// verifiedChains remembers chains that verified, so that the certificate a client
-// presents is verified once a minute rather than on each of its requests (an ECDSA
-// verification costs more than the rest of the filter). Chains that fail are not kept:
-// they are verified again, each time. The zero value is ready to use.
-type verifiedChains struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]verifiedChain
-}
-
-type verifiedChain struct {
-	asPeer bool
-	until  time.Time
-}
-
-func (v *verifiedChains) lookup(key [sha256.Size]byte, now time.Time) (asPeer, ok bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	e, ok := v.m[key]
-	if !ok || !now.Before(e.until) {
-		return false, false
-	}
-	return e.asPeer, true
-}
-
-func (v *verifiedChains) remember(key [sha256.Size]byte, asPeer bool, until, now time.Time) {
-	if !now.Before(until) {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.m == nil || len(v.m) >= maxVerified {
-		v.m = map[[sha256.Size]byte]verifiedChain{}
-	}
-	v.m[key] = verifiedChain{asPeer: asPeer, until: until}
-}
-
-// earliest is the earlier of a and b.
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
 
 // chainKey names a presented chain: the digest of each certificate's DER, in order.
 func chainKey(certs []*x509.Certificate) [sha256.Size]byte {

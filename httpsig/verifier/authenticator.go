@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/certmemo"
 )
 
 // Outcomes of the certificate backend, beside httpsig's, for errors and
@@ -57,11 +58,21 @@ type Options struct {
 	CacheSize int
 }
 
+// DefaultCacheSize bounds the validated certificates an Authenticator remembers.
+const DefaultCacheSize = certmemo.DefaultSize
+
 // Authenticator authenticates signed requests by a Config. It is safe for concurrent use.
 type Authenticator struct {
 	cfg   *Config
 	o     Options
-	cache *certCache
+	cache *certmemo.Memo[cacheKey, *authenticationv1.UserInfo]
+}
+
+// cacheKey is a validated leaf certificate, by the digest of its DER, and the
+// authenticator that mapped it to a user.
+type cacheKey struct {
+	digest        [sha256.Size]byte
+	authenticator string
 }
 
 // New returns an Authenticator for cfg.
@@ -72,7 +83,7 @@ func New(cfg *Config, o Options) *Authenticator {
 	if o.CacheSize <= 0 {
 		o.CacheSize = DefaultCacheSize
 	}
-	return &Authenticator{cfg: cfg, o: o, cache: newCertCache(o.CacheSize)}
+	return &Authenticator{cfg: cfg, o: o, cache: &certmemo.Memo[cacheKey, *authenticationv1.UserInfo]{Size: o.CacheSize}}
 }
 
 // refusal is a signature refused by the certificate backend, and the authenticator that
@@ -177,8 +188,8 @@ func (c *Config) claim(s *httpsig.Signature, now time.Time) (*x509Authenticator,
 // identity validates a leaf whose signature has verified and maps it to a user, or
 // returns what the cache remembers of it.
 func (a *Authenticator) identity(auth *x509Authenticator, leaf *x509.Certificate, now time.Time) (*authenticationv1.UserInfo, error) {
-	digest := sha256.Sum256(leaf.Raw)
-	if u, ok := a.cache.get(digest, auth.name, now); ok {
+	key := cacheKey{digest: sha256.Sum256(leaf.Raw), authenticator: auth.name}
+	if u, ok := a.cache.Get(key, now); ok {
 		a.o.Metrics.cacheLookup(auth.name, true)
 		return u, nil
 	}
@@ -204,13 +215,7 @@ func (a *Authenticator) identity(auth *x509Authenticator, leaf *x509.Certificate
 	if err := check(auth.userRules, map[string]any{"user": userVariable(user)}); err != nil {
 		return nil, refuse(UserRule, fmt.Errorf("authenticator %q refused user %q: %w", auth.name, user.Username, err))
 	}
-	expires := leaf.NotAfter
-	for _, c := range chains[0] {
-		if c.NotAfter.Before(expires) {
-			expires = c.NotAfter
-		}
-	}
-	a.cache.put(digest, auth.name, user, expires)
+	a.cache.Put(key, user, certmemo.Expiry(chains[0]))
 	return user, nil
 }
 

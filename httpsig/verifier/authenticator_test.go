@@ -224,30 +224,22 @@ func TestReservedNamesWhateverTheRules(t *testing.T) {
 	}
 }
 
-func TestCertCacheIsBounded(t *testing.T) {
+// The memory of validated certificates is bounded by Options.CacheSize, and an entry
+// answers only for the authenticator that validated the certificate.
+func TestCertCacheIsBoundedAndPerAuthenticator(t *testing.T) {
 	t.Parallel()
-	c := newCertCache(2)
+	a := New(&Config{}, Options{CacheSize: 2})
 	now := time.Now()
 	u := &authenticationv1.UserInfo{Username: "u"}
-	d := func(b byte) [32]byte { return [32]byte{b} }
-	c.put(d(1), "a", u, now.Add(time.Hour))
-	c.put(d(2), "a", u, now.Add(time.Hour))
-	if _, ok := c.get(d(1), "a", now); !ok { // 1 is now the most recently used
-		t.Fatal("1 missing")
+	d := func(b byte) cacheKey { return cacheKey{digest: [32]byte{b}, authenticator: "a"} }
+	a.cache.Put(d(1), u, now.Add(time.Hour))
+	a.cache.Put(d(2), u, now.Add(time.Hour))
+	a.cache.Put(d(3), u, now.Add(time.Hour))
+	if a.cache.Len() != 2 {
+		t.Errorf("%d entries, bound 2", a.cache.Len())
 	}
-	c.put(d(3), "a", u, now.Add(time.Hour))
-	if c.len() != 2 {
-		t.Errorf("%d entries, bound 2", c.len())
-	}
-	if _, ok := c.get(d(2), "a", now); ok {
-		t.Error("the least recently used entry stayed")
-	}
-	if _, ok := c.get(d(1), "b", now); ok {
+	if _, ok := a.cache.Get(cacheKey{digest: [32]byte{3}, authenticator: "b"}, now); ok {
 		t.Error("an entry answered for another authenticator")
-	}
-	c.put(d(4), "a", u, now.Add(time.Minute))
-	if _, ok := c.get(d(4), "a", now.Add(time.Minute)); ok {
-		t.Error("an entry answered at its expiry")
 	}
 }
 
