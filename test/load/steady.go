@@ -212,7 +212,7 @@ func (sc *Scenario) judgeTargets(maxRSS int64) {
 			}
 			sc.Targets = append(sc.Targets, TargetResult{
 				Target:   fmt.Sprintf("%s: RSS under %d MiB", name, maxRSS>>20),
-				Measured: fmt.Sprintf("peak %.1f MiB (anonymous: peak %.1f MiB)", float64(peak)/(1<<20), float64(anon)/(1<<20)),
+				Measured: fmt.Sprintf("peak %s (anonymous: peak %s)", inMiB(peak), inMiB(anon)),
 				Met:      peak > 0 && peak < maxRSS,
 			})
 		}
@@ -290,8 +290,7 @@ func memoryOf(ctx context.Context, pprofDir string, pid int, dir, name string) s
 		return "no memory figures: " + err.Error()
 	}
 	var b strings.Builder
-	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-	fmt.Fprintf(&b, "RSS %s: anonymous (heap, stacks, runtime) %s, the rest file-backed (the executable's pages)\n", mib(ps.RSS), mib(ps.Anon))
+	fmt.Fprintf(&b, "RSS %s: anonymous (heap, stacks, runtime) %s, the rest file-backed (the executable's pages)\n", inMiB(ps.RSS), inMiB(ps.Anon))
 	if addr, err := PprofAddr(pprofDir, pid); err == nil {
 		if page, err := fetch(ctx, "http://"+addr+"/debug/pprof/heap?debug=1", time.Minute); err == nil {
 			b.WriteString(goMemStats(page))
@@ -322,10 +321,12 @@ func goMemStats(page []byte) string {
 	if v["Sys"] == 0 {
 		return ""
 	}
-	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 	return fmt.Sprintf("Go runtime: obtained from the OS %s; heap in use %s (live objects %s), heap free but not returned %s, stacks %s; next GC at a heap of %s\n",
-		mib(v["Sys"]), mib(v["HeapInuse"]), mib(v["HeapAlloc"]), mib(v["HeapIdle"]-v["HeapReleased"]), mib(v["Stack"]), mib(v["NextGC"]))
+		inMiB(v["Sys"]), inMiB(v["HeapInuse"]), inMiB(v["HeapAlloc"]), inMiB(v["HeapIdle"]-v["HeapReleased"]), inMiB(v["Stack"]), inMiB(v["NextGC"]))
 }
+
+// inMiB writes n bytes in MiB, to a tenth.
+func inMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // waitSteady waits until tr has run for o.Steady, logging its progress, and takes the
 // proxy's profile (profile) in the middle; it returns the profile.
