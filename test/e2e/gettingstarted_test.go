@@ -152,15 +152,21 @@ func TestGettingStartedPluginAuthor(t *testing.T) {
 // `go mod tidy` needs go.mod files of modules that building kplug never downloads.
 func goEnv(t *testing.T) []string {
 	t.Helper()
-	var env []string
-	for _, v := range []string{"GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE"} {
-		out, err := exec.Command("go", "env", v).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		env = append(env, v+"="+strings.TrimSpace(string(out)))
+	vars := []string{"GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE"}
+	out, err := exec.Command("go", append([]string{"env"}, vars...)...).Output()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return append(env, "GOFLAGS=-mod=mod -buildvcs=false")
+	// go env prints one line per variable asked, in order, empty for an unset one.
+	values := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(values) != len(vars) {
+		t.Fatalf("go env %v printed %d lines: %q", vars, len(values), out)
+	}
+	env := []string{"GOFLAGS=-mod=mod -buildvcs=false"}
+	for i, v := range vars {
+		env = append(env, v+"="+values[i])
+	}
+	return env
 }
 
 // TestGettingStartedNodeIntegrator runs docs/getting-started/node-integrator.md on a
