@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -12,14 +13,20 @@ import (
 // InstallHint is the configured hint (possibly empty); it is not part of Error so that the
 // caller decides how, and how often, to print it.
 type NotFoundError struct {
-	Command     string // as configured
-	Path        string // the absolute path tried; empty for a failed PATH lookup
+	Command string // as configured
+	// Path is the absolute path tried; empty for a failed PATH lookup, except for a name
+	// found only through a relative PATH entry (Err wraps exec.ErrDot), where it is the
+	// relative path found.
+	Path        string
 	InstallHint string
 	Err         error
 }
 
 func (e *NotFoundError) Error() string {
 	switch {
+	case errors.Is(e.Err, errDot) && strings.ContainsAny(filepath.Clean(e.Path), pathSeparators()):
+		return fmt.Sprintf("plugin %q not found: it is only in %s, through a relative PATH entry, which is not searched; give its path, e.g. .%c%s",
+			e.Command, e.Path, filepath.Separator, filepath.Clean(e.Path))
 	case errors.Is(e.Err, errDot):
 		return fmt.Sprintf("plugin %q not found: it is only in the current directory, which is not searched; give its path, e.g. ./%s", e.Command, e.Command)
 	case e.Path == "":

@@ -15,20 +15,30 @@ var errDot = exec.ErrDot
 // Resolve returns the absolute path Run would execute for command: an absolute path as it
 // is, a path with a separator relative to baseDir (the working directory when empty), a
 // bare name through PATH. Errors are *NotFoundError or *NotExecutableError.
-func Resolve(command, baseDir string) (string, error) { return resolve(command, baseDir, "") }
+func Resolve(command, baseDir string) (string, error) { return resolve(command, baseDir, "", nil) }
+
+// ResolveIn is Resolve with a bare name looked up in the PATH of environ (see LookPath)
+// instead of the process's.
+func ResolveIn(command, baseDir string, environ []string) (string, error) {
+	return resolve(command, baseDir, "", func(file string) (string, error) { return LookPath(file, environ) })
+}
 
 // resolve turns a configured command into the absolute path to execute. An absolute path is
 // used as it is; a path with a separator in it is taken relative to baseDir (the working
-// directory when baseDir is empty); a bare name is looked up in PATH, never in the current
-// directory.
-func resolve(command, baseDir, hint string) (string, error) {
+// directory when baseDir is empty); a bare name is looked up by lookPath (in PATH), never in
+// the current directory.
+func resolve(command, baseDir, hint string, lookPath lookFunc) (string, error) {
 	if command == "" {
 		return "", &NotFoundError{Command: command, Err: errors.New("empty command")}
 	}
 	if !strings.ContainsAny(command, pathSeparators()) {
-		p, err := exec.LookPath(command)
+		p, err := lookPath.look(command)
 		if err != nil {
-			return "", &NotFoundError{Command: command, InstallHint: hint, Err: err}
+			tried := "" // a failed PATH lookup tried no one path...
+			if errors.Is(err, errDot) {
+				tried = p // ...but one found through a relative PATH entry names it
+			}
+			return "", &NotFoundError{Command: command, Path: tried, InstallHint: hint, Err: err}
 		}
 		return filepath.Abs(p)
 	}

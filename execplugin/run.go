@@ -114,7 +114,7 @@ func (r *Runner) Run(ctx context.Context, c Command) (*Result, error) {
 }
 
 func (r *Runner) run(ctx context.Context, c Command, call *Call) (*Result, error) {
-	path, err := resolve(c.Path, c.BaseDir, c.InstallHint)
+	path, err := resolve(c.Path, c.BaseDir, c.InstallHint, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ func main() {
 		Stdout:      os.Stdout,
 		Stderr:      os.Stderr,
 		Client:      execcache.ClientOf(os.Getppid()),
+		Caller:      execcache.CallerOf(os.Getppid()),
 		AccountHome: execcache.AccountHome(),
 	})
 	stop()

@@ -92,17 +92,27 @@ func (e *DeniedError) Error() string { return e.Err.Error() }
 func (e *DeniedError) Unwrap() error { return e.Err }
 
 // Check decides whether a plugin configured with command may run, as client-go decides
-// before each run, and returns what to run: the command itself, or, when the allowlist
-// had to resolve it, the path it resolved to (so that what runs is what was checked).
-// The policy must be valid. A denial is a *DeniedError.
+// before each run, and returns what to run: the command itself when the policy allows
+// every plugin, otherwise the path the check resolved and approved, so that what runs is
+// what was checked. The policy must be valid. A denial is a *DeniedError.
 //
 // Under Allowlist the plugin may run when its command (cleaned) or the executable it
 // resolves to in PATH equals an entry verbatim; otherwise when the path exec.LookPath
 // gives for the command equals the path it gives for an entry with the same base name.
 // Paths are compared as strings, as LookPath returns them: symbolic links are not
 // followed, and a relative command is compared as it is. A command that cannot be
-// resolved is denied.
-func (p Policy) Check(command string) (string, error) {
+// resolved is denied, even when it is listed: an unresolved name is never returned, so a
+// listed name can never run a file the check did not see.
+func (p Policy) Check(command string) (string, error) { return p.CheckWith(command, nil) }
+
+// CheckWith is Check with bare names, the command's and the allowlist entries', resolved
+// by lookPath instead of exec.LookPath (nil means exec.LookPath). A program that runs a
+// plugin for another process passes a lookPath that searches that process's PATH, so that
+// neither its own environment nor the plugin's can choose what a listed name resolves to.
+// lookPath must behave as exec.LookPath: a name with a path separator is returned when it
+// names an executable file, and a name found through a relative PATH entry comes back with
+// an error wrapping exec.ErrDot.
+func (p Policy) CheckWith(command string, lookPath func(file string) (string, error)) (string, error) {
 	cmd := filepath.Clean(command)
 	switch p.Type {
 	case "", AllowAll:
@@ -110,35 +120,50 @@ func (p Policy) Check(command string) (string, error) {
 	case DenyAll:
 		return "", p.denied(cmd, fmt.Errorf("plugin %q not allowed: policy set to %q", cmd, DenyAll))
 	case Allowlist:
-		return p.checkAllowlist(command, cmd)
+		return p.checkAllowlist(cmd, resolver{lookPath})
 	}
 	return "", p.denied(cmd, fmt.Errorf("unknown plugin policy %q", p.Type))
 }
 
-func (p Policy) checkAllowlist(command, cmd string) (string, error) {
-	// What exec.Command makes of the command (a bare name looked up in PATH, with
-	// exec.ErrDot semantics and, on Windows, PATHEXT) is what client-go runs and checks.
-	// The command is never started.
-	c := exec.CommandContext(context.Background(), cmd) // never started: only its path resolution is used
-	if p.listed(cmd) || p.listed(c.Path) {
-		if c.Err != nil {
-			return command, nil // the run itself reports the command missing
-		}
-		return c.Path, nil
-	}
-	path, err := c.Path, c.Err
-	if path == cmd {
-		if path, err = exec.LookPath(cmd); path == "" {
-			path = cmd
-		}
+func (p Policy) checkAllowlist(cmd string, r resolver) (string, error) {
+	path, err := r.command(cmd)
+	if err == nil && path == cmd {
+		path, err = r.look(cmd) // a path: it must name an executable file
 	}
 	if err != nil {
+		if path == "" {
+			path = cmd
+		}
 		return "", p.denied(cmd, fmt.Errorf("plugin path %q cannot be resolved for credential plugin allowlist check: %w", path, err))
 	}
-	if p.listed(path) || p.resolvesTo(path) {
+	if p.listed(cmd) || p.listed(path) || p.resolvesTo(path, r) {
 		return path, nil
 	}
 	return "", p.denied(cmd, fmt.Errorf("plugin path %q is not permitted by the credential plugin allowlist", path))
+}
+
+// resolver resolves commands as exec.Command does, with lookPath for bare names (nil:
+// exec.LookPath).
+type resolver struct{ lookPath func(string) (string, error) }
+
+// command is what exec.Command makes of cmd: a bare name looked up (exec.ErrDot semantics
+// and, on Windows, PATHEXT), a path as it is. The command is never started.
+func (r resolver) command(cmd string) (string, error) {
+	if r.lookPath == nil {
+		c := exec.CommandContext(context.Background(), cmd) // never started: only its path resolution is used
+		return c.Path, c.Err
+	}
+	if filepath.Base(cmd) != cmd {
+		return cmd, nil
+	}
+	return r.lookPath(cmd)
+}
+
+func (r resolver) look(file string) (string, error) {
+	if r.lookPath == nil {
+		return exec.LookPath(file)
+	}
+	return r.lookPath(file)
 }
 
 // listed reports a verbatim match.
@@ -153,13 +178,13 @@ func (p Policy) listed(s string) bool {
 
 // resolvesTo reports whether an entry with path's base name resolves to path. Entries
 // are resolved on every check: a PATH or a file system that changed is seen.
-func (p Policy) resolvesTo(path string) bool {
+func (p Policy) resolvesTo(path string, r resolver) bool {
 	base := filepath.Base(path)
 	for _, e := range p.Allowlist {
 		if filepath.Base(e.Command) != base {
 			continue
 		}
-		if resolved, err := exec.LookPath(e.Command); err == nil && resolved == path {
+		if resolved, err := r.look(e.Command); err == nil && resolved == path {
 			return true
 		}
 	}

@@ -135,22 +135,65 @@ func TestCheck(t *testing.T) {
 }
 
 // A command found through a relative PATH entry is not resolved (exec.ErrDot), so it is
-// denied: the working directory never chooses what an allowlist lets run. (A verbatim
-// entry allows the name as it is; running it then fails the same way.)
+// denied: the working directory never chooses what an allowlist lets run. A verbatim entry
+// does not change that: what runs must be a file the check resolved.
 func TestCheckRelativePATHEntry(t *testing.T) {
 	bin, _, _ := pathFixture(t)
 	t.Chdir(filepath.Dir(bin))
 	t.Setenv("PATH", "bin")
-	_, err := Policy{Type: Allowlist, Allowlist: []AllowlistEntry{{Command: filepath.Join(bin, "plug")}}}.Check("plug")
-	if !errors.Is(err, exec.ErrDot) {
-		t.Fatalf("Check: %v, want exec.ErrDot", err)
-	}
 	want := `plugin path "bin/plug" cannot be resolved for credential plugin allowlist check: exec: "plug": cannot run executable found relative to current directory`
-	if err.Error() != want {
-		t.Fatalf("Check: %v\nwant %s", err, want)
+	for _, entry := range []string{filepath.Join(bin, "plug"), "plug"} {
+		path, err := Policy{Type: Allowlist, Allowlist: []AllowlistEntry{{Command: entry}}}.Check("plug")
+		if !errors.Is(err, exec.ErrDot) || err.Error() != want || path != "" {
+			t.Fatalf("entry %s: Check = %q, %v\nwant %s", entry, path, err, want)
+		}
 	}
-	if path, err := (Policy{Type: Allowlist, Allowlist: []AllowlistEntry{{Command: "plug"}}}).Check("plug"); path != "plug" || err != nil {
-		t.Fatalf("verbatim entry: Check = %q, %v; want the command as it is", path, err)
+}
+
+// TestSecurityListedNameNeverRunsUnresolved (issue 27, N1a): ./plug and bin/../plug clean
+// to the listed name plug; when PATH has no plug, Check used to hand back the command as
+// written, and exec-cache then ran ./plug from the working directory, a file the allowlist
+// never approved. Now the check denies what it cannot resolve, and otherwise returns the
+// file PATH gives, which is the file it approved.
+func TestSecurityListedNameNeverRunsUnresolved(t *testing.T) {
+	bin, other, _ := pathFixture(t)
+	t.Chdir(other) // holds a planted plug
+	listed := Policy{Type: Allowlist, Allowlist: []AllowlistEntry{{Command: "plug"}}}
+	for _, command := range []string{"./plug", "bin/../plug"} {
+		t.Setenv("PATH", filepath.Join(filepath.Dir(bin), "empty"))
+		path, err := listed.Check(command)
+		want := `plugin path "plug" cannot be resolved for credential plugin allowlist check: exec: "plug": executable file not found in $PATH`
+		if err == nil || err.Error() != want || path != "" {
+			t.Errorf("Check(%q) without plug in PATH = %q, %v\nwant %s", command, path, err, want)
+		}
+		t.Setenv("PATH", bin)
+		if path, err := listed.Check(command); err != nil || path != filepath.Join(bin, "plug") {
+			t.Errorf("Check(%q) = %q, %v; want the plug PATH gives, %s", command, path, err, filepath.Join(bin, "plug"))
+		}
+	}
+}
+
+// TestCheckWith: names, the command's and the entries', are resolved by the lookPath
+// given, never in the process's PATH.
+func TestCheckWith(t *testing.T) {
+	bin, other, _ := pathFixture(t)
+	t.Setenv("PATH", other) // the process's PATH finds the other plug
+	clientPATH := func(file string) (string, error) {
+		if filepath.Base(file) != file {
+			return exec.LookPath(file)
+		}
+		return filepath.Join(bin, file), nil
+	}
+	listed := Policy{Type: Allowlist, Allowlist: []AllowlistEntry{{Command: "plug"}}}
+	if path, err := listed.CheckWith("plug", clientPATH); err != nil || path != filepath.Join(bin, "plug") {
+		t.Errorf("CheckWith(plug) = %q, %v; want %s", path, err, filepath.Join(bin, "plug"))
+	}
+	want := `plugin path "` + filepath.Join(other, "plug") + `" is not permitted by the credential plugin allowlist`
+	if path, err := listed.CheckWith(filepath.Join(other, "plug"), clientPATH); err == nil || err.Error() != want || path != "" {
+		t.Errorf("CheckWith(other plug) = %q, %v\nwant %s", path, err, want)
+	}
+	if path, err := listed.Check(filepath.Join(other, "plug")); err != nil || path != filepath.Join(other, "plug") {
+		t.Errorf("Check (the process's PATH) = %q, %v; want the other plug allowed", path, err)
 	}
 }
 

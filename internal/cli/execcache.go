@@ -35,6 +35,7 @@ func runExecCache(ctx context.Context, g *globals, c *execcache.Command, args []
 		Stdout:      g.io.Out,
 		Stderr:      g.io.Err,
 		Client:      execcache.ClientOf(os.Getppid()),
+		Caller:      execcache.CallerOf(os.Getppid()),
 		Log:         g.log,
 		AccountHome: execcache.AccountHome(),
 	})

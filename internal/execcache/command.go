@@ -45,9 +45,12 @@ the Secret Service or the kernel keyring on Linux) and no credential is written 
 
 The credential plugin policy of kuberc (credentialPluginPolicy, credentialPluginAllowlist)
 applies to the wrapped plugin as it applies to kplug: a plugin the policy does not allow is
-neither run nor served from the cache. The policies add up, so that the exec block cannot
-remove one: the kuberc kubectl would read ($KUBERC, else ~/.kube/kuberc), the file
---kuberc names, and always the account's own ~/.kube/kuberc.
+neither run nor served from the cache. The wrapped command is found as the client finds an
+exec block's command (a name in the client's own PATH, not one the exec block sets), and
+the file the policy approved is the file that runs. The policies add up, so that the exec
+block cannot remove one: the kuberc the client applies (from its own environment and its
+--kuberc flag), the kuberc of this environment, the file --kuberc names, and always the
+account's own ~/.kube/kuberc.
 
 A credential the server rejected is not served again: a v1alpha1 client says so in
 spec.response, and a v1beta1 or v1 client that calls again while the answer it was given
@@ -102,7 +105,7 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&c.keyEnv, "key-env", nil, "this environment variable (or NAME* prefix) chooses the plugin's identity: the key then holds only such variables (and a known plugin's own), so terminal and desktop share entries; repeatable")
 	f.DurationVar(&c.failures, "failure-window", DefaultFailureWindow, "after the wrapped plugin fails or its login is cancelled, answer callers for this entry with that failure for this long instead of running it again (0: off; at most 10m)")
 	f.DurationVar(&c.waitLogin, "wait-for-login", 0, "a caller without a terminal whose plugin fails waits this long for a login done in a terminal to land in the cache (0: fail at once; at most 10m)")
-	f.StringVar(&c.kuberc, "kuberc", "", "one more kuberc file whose credential plugin policy the wrapped plugin must pass, beside $KUBERC (else ~/.kube/kuberc) and the account's own ~/.kube/kuberc")
+	f.StringVar(&c.kuberc, "kuberc", "", "one more kuberc file whose credential plugin policy the wrapped plugin must pass, beside the client's kuberc, $KUBERC (else ~/.kube/kuberc) and the account's own ~/.kube/kuberc")
 	f.BoolVar(&c.list, "list", false, "list the cache entries (credentials redacted), of COMMAND if given")
 	f.BoolVar(&c.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
 	f.BoolVar(&c.all, "all", false, "with --clear: remove every entry")
@@ -122,6 +125,9 @@ type Process struct {
 	// Client is the calling process, ClientOf(os.Getppid()).
 	Client Client
 	Log    *slog.Logger
+	// Caller is how the client started, CallerOf(os.Getppid()): its own PATH, KUBERC,
+	// KUBECTL_KUBERC, HOME and --kuberc flag, which the exec block cannot change.
+	Caller Caller
 	// AccountHome is the home directory of the user running exec-cache from the user
 	// database (os/user), not from $HOME, which the kubeconfig can set: the kuberc there
 	// always applies. Empty leaves it out.
@@ -182,6 +188,7 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		Stdout:      p.Stdout,
 		Stderr:      p.Stderr,
 		Client:      p.Client,
+		Caller:      p.Caller,
 		Log:         p.Log,
 		Policies:    policies,
 	})
@@ -192,6 +199,9 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 // its args can pass --kuberc, and its env can set KUBERC, KUBECTL_KUBERC and HOME after
 // the user's own values. So the policies add up, and none of those can remove one:
 //
+//   - the kuberc the client applies: the one kubectl finds from the client's own
+//     environment and its --kuberc flag (Process.Caller), which the exec block cannot
+//     change and which a plugin otherwise never sees;
 //   - the kuberc kubectl would read from this environment (KUBERC, KUBECTL_KUBERC, HOME);
 //   - the file --kuberc names, if any;
 //   - the account's own ~/.kube/kuberc, its home taken from the user database
@@ -200,7 +210,13 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 // A named file that is missing or unusable, or an invalid policy, is a usage error; what
 // kubectl warns about is logged at debug level, as kubectl shows it.
 func (c *Command) loadKuberc(p Process) ([]FilePolicy, error) {
-	sources := []kuberc.Options{kuberc.FromEnv("", func(name string) string { return lookupEnv(p.Environ, name) })}
+	var sources []kuberc.Options
+	if p.Caller.Known() {
+		sources = append(sources, kuberc.FromEnv(p.Caller.kubercFlag(), func(name string) string { return lookupEnv(p.Caller.Environ, name) }))
+	} else if p.Log != nil {
+		p.Log.Debug("exec-cache: the client's own kuberc is not known: " + p.Caller.unknown().Error())
+	}
+	sources = append(sources, kuberc.FromEnv("", func(name string) string { return lookupEnv(p.Environ, name) }))
 	if c.kuberc != "" {
 		sources = append(sources, kuberc.Options{Path: c.kuberc})
 	}

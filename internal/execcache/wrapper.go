@@ -8,10 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
@@ -74,6 +77,13 @@ type Options struct {
 	Stderr io.Writer
 	// Client is the calling process, ClientOf(os.Getppid()).
 	Client Client
+	// Caller is how the client started, CallerOf(os.Getppid()). The wrapped command is
+	// found as the client finds an exec block's command: a bare name in the Caller's PATH
+	// (never in one the exec block set), a relative path from the working directory, which
+	// the client shares. When the Caller is unknown and a policy restricts plugins, bare
+	// names are not resolved at all (an absolute path still is): nothing exec-cache can see
+	// would tell it which file the client means.
+	Caller Caller
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log gets debug detail (hits, misses, refreshes) and warnings; nil discards them.
@@ -115,21 +125,13 @@ func Run(ctx context.Context, o Options) error {
 	if o.Dir == "" && o.Storage != StorageNone {
 		return errors.New("exec-cache: no cache directory")
 	}
-	command := o.Command
-	for _, p := range o.Policies {
-		resolved, err := p.Policy.Check(o.Command)
-		if err != nil {
-			return &PolicyError{Policy: p.Policy, File: p.File, Err: err}
-		}
-		command = resolved
+	path, err := o.wrappedPath()
+	if err != nil {
+		return err
 	}
 	info, err := execInfo(o.Environ)
 	if err != nil {
 		return err
-	}
-	path, err := execplugin.Resolve(command, "")
-	if err != nil {
-		return fmt.Errorf("exec-cache: %w", err)
 	}
 	log := o.Log
 	if log == nil {
@@ -166,6 +168,58 @@ func Run(ctx context.Context, o Options) error {
 		return errors.Join(err, werr)
 	}
 	return err
+}
+
+// wrappedPath decides which file runs, and checks that file against every policy: the
+// policy approves a file, and that file is what runs (issue 27, N1).
+func (o *Options) wrappedPath() (string, error) {
+	command := o.Command
+	if filepath.Base(command) != command && !filepath.IsAbs(command) {
+		abs, err := filepath.Abs(command)
+		if err != nil {
+			return "", fmt.Errorf("exec-cache: %w", err)
+		}
+		command = abs // as clientcmd anchors an exec block's relative command
+	}
+	lookPath := o.clientLookPath()
+	approved := ""
+	for _, p := range o.Policies {
+		resolved, err := p.Policy.CheckWith(command, lookPath)
+		if err != nil {
+			return "", &PolicyError{Policy: p.Policy, File: p.File, Err: err}
+		}
+		if p.Policy.Type == kuberc.Allowlist {
+			approved = resolved // the file this allowlist resolved and approved
+		}
+	}
+	if approved != "" {
+		return approved, nil
+	}
+	environ := o.Environ
+	if o.Caller.Known() {
+		environ = o.Caller.Environ
+	}
+	path, err := execplugin.ResolveIn(command, "", environ)
+	if err != nil {
+		return "", fmt.Errorf("exec-cache: %w", err)
+	}
+	return path, nil
+}
+
+// clientLookPath resolves names as the client resolves an exec block's command: in its
+// PATH. Without the client's environment a bare name is not resolved (its own PATH may
+// be the exec block's); a path still is.
+func (o *Options) clientLookPath() func(string) (string, error) {
+	if o.Caller.Known() {
+		return func(file string) (string, error) { return execplugin.LookPath(file, o.Caller.Environ) }
+	}
+	why := o.Caller.unknown()
+	return func(file string) (string, error) {
+		if filepath.Base(file) != file {
+			return execplugin.LookPath(file, nil)
+		}
+		return "", &exec.Error{Name: file, Err: fmt.Errorf("the client's PATH is unknown (%w), so exec-cache resolves no plugin name; give the plugin's absolute path after --", why)}
+	}
 }
 
 // answerer gives a plugin's answer: its stdout, byte for byte. It is exec-cache's form of

@@ -1,0 +1,77 @@
+package execcache
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Caller is how the client process started, read from the operating system: its
+// environment and arguments as they were then. client-go runs exec-cache with the client's
+// environment plus the exec block's env, and the last value of a name wins, so exec-cache
+// cannot tell from its own environment which PATH, KUBERC or HOME the client has: the exec
+// block, which comes from the kubeconfig the credential plugin policy guards against, can
+// set them all. The Caller's environment has none of the exec block's entries.
+//
+// The zero Caller is unknown: Err is set, and a Caller is never used without checking it.
+type Caller struct {
+	Environ []string
+	Args    []string
+	// Err says why the client could not be read; Environ and Args are then nil.
+	Err error
+}
+
+// CallerOf reads process pid, the client (os.Getppid()). It is read only when it runs as
+// the same user; Linux and macOS are supported, other systems give an unknown Caller.
+func CallerOf(pid int) Caller {
+	if pid <= 0 {
+		return Caller{Err: fmt.Errorf("the client process is outside this pid namespace (parent pid %d)", pid)}
+	}
+	args, env, err := readCaller(pid)
+	if err != nil {
+		return Caller{Err: fmt.Errorf("reading the client process %d: %w", pid, err)}
+	}
+	return Caller{Environ: env, Args: args}
+}
+
+// Known reports whether the client's environment was read.
+func (c Caller) Known() bool { return c.Err == nil && c.Environ != nil }
+
+// unknown says why the Caller is not known.
+func (c Caller) unknown() error {
+	if c.Err != nil {
+		return c.Err
+	}
+	return errors.New("the client process was not read")
+}
+
+// kubercFlag is the value of kubectl's --kuberc flag in the client's arguments ("" when
+// absent): kubectl applies that file's policy, and a plugin never sees the flag. The
+// arguments are read as cobra reads them, up to a "--".
+func (c Caller) kubercFlag() string {
+	value := ""
+	for i := 1; i < len(c.Args); i++ {
+		a := c.Args[i]
+		switch {
+		case a == "--":
+			return value
+		case a == "--kuberc" && i+1 < len(c.Args):
+			value = c.Args[i+1]
+			i++
+		case strings.HasPrefix(a, "--kuberc="):
+			value = strings.TrimPrefix(a, "--kuberc=")
+		}
+	}
+	return value
+}
+
+// splitNUL splits NUL-terminated strings, dropping empty ones.
+func splitNUL(b []byte) []string {
+	var out []string
+	for _, s := range strings.Split(string(b), "\x00") {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

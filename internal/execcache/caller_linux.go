@@ -1,0 +1,32 @@
+package execcache
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// readCaller reads /proc/<pid>/cmdline and environ, which hold what the process was
+// started with. The kernel lets only the same user (or root) read environ; the owner of
+// /proc/<pid> is checked as well, so that a process of another user that reused the pid is
+// never taken for the client.
+func readCaller(pid int) (args, env []string, err error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return nil, nil, fmt.Errorf("it runs as uid %d, not as uid %d", st.Uid, os.Geteuid())
+	}
+	cmdline, err := os.ReadFile(dir + "/cmdline")
+	if err != nil {
+		return nil, nil, err
+	}
+	environ, err := os.ReadFile(dir + "/environ")
+	if err != nil {
+		return nil, nil, err
+	}
+	return splitNUL(cmdline), append([]string{}, splitNUL(environ)...), nil
+}
