@@ -24,7 +24,7 @@ import (
 // allowed; each planted program writes a marker file when it runs. None may run:
 //
 //   - (a) ./aws-iam-authenticator and bin/../aws-iam-authenticator clean to the allowed
-//     name, and ran from the working directory;
+//     name, and where that name was not installed, ran from the working directory;
 //   - (b) the exec block's env PATH chose which file the allowed name was;
 //   - (c) the exec block's env KUBERC=off, KUBECTL_KUBERC=false or HOME dropped the policy
 //     kubectl applies from $KUBERC, and kubectl's --kuberc never reached exec-cache;
@@ -35,9 +35,11 @@ import (
 func TestSecurityKubercAllowlistNotLaunderedThroughExecCache(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin") // the user's PATH: kplug-exec-cache and the real plugin
+	// The user's PATH: kplug-exec-cache, and the real plugin in a directory of its own,
+	// which some users do not have on PATH (the plugin is not installed).
+	bin, pluginBin := filepath.Join(dir, "bin"), filepath.Join(dir, "plugin-bin")
 	buildBinary(t, bin, "./cmd/kplug-exec-cache", "kplug-exec-cache")
-	buildBinary(t, bin, "./test/e2e/testplugin", "aws-iam-authenticator")
+	buildBinary(t, pluginBin, "./test/e2e/testplugin", "aws-iam-authenticator")
 	tokenFile := filepath.Join(dir, "token")
 	writeBytes(t, tokenFile, []byte(cp.TokenUser.Token))
 
@@ -84,7 +86,7 @@ func TestSecurityKubercAllowlistNotLaunderedThroughExecCache(t *testing.T) {
 		"allowed":        block(nil, "aws-iam-authenticator", "token", "-i", "c"),
 		"dot":            block(nil, "./aws-iam-authenticator", "token", "-i", "c"),
 		"dotdot":         block(nil, "bin/../aws-iam-authenticator", "token", "-i", "c"),
-		"path":           block(env("PATH", repo), "aws-iam-authenticator", "token", "-i", "c"),
+		"path":           block(env("PATH", repo), "aws-iam-authenticator", "token", "-i", "other"), // not the allowed context's cache entry
 		"kuberc-off":     block(env("KUBERC", "off"), shell...),
 		"kubectl-kuberc": block(env("KUBECTL_KUBERC", "false"), shell...),
 		"home":           block(env("HOME", repo), shell...),
@@ -92,7 +94,8 @@ func TestSecurityKubercAllowlistNotLaunderedThroughExecCache(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	userPATH := "PATH=" + bin + ":/usr/bin:/bin"
+	userPATH := "PATH=" + bin + ":" + pluginBin + ":/usr/bin:/bin"
+	notInstalled := []string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + emptyHome, "KUBERC=" + kuberc}
 	kubectl := func(environ []string, args ...string) (string, string, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -117,14 +120,21 @@ func TestSecurityKubercAllowlistNotLaunderedThroughExecCache(t *testing.T) {
 		t.Fatalf("kubectl with the planted plugin named directly: %v\n%s", err, errOut)
 	}
 
+	// (b): the allowed name is the file in the user's PATH, whatever the exec block's PATH.
+	out, errOut, err := kubectl(withKUBERC, append([]string{"--context", "path"}, whoami...)...)
+	if ran, _ := os.ReadFile(marker); err != nil || out != cp.TokenUser.Name || len(ran) > 0 {
+		t.Errorf("(b) PATH in the exec block: kubectl %q, %v\nstderr: %s\nthe planted program ran: %q; want the allowed plugin's answer", out, err, errOut, ran)
+		_ = os.Remove(marker)
+	}
+
 	for _, attack := range []struct {
 		name    string
 		environ []string
 		args    []string
 	}{
-		{"(a) ./aws-iam-authenticator", withKUBERC, []string{"--context", "dot"}},
-		{"(a) bin/../aws-iam-authenticator", withKUBERC, []string{"--context", "dotdot"}},
-		{"(b) PATH in the exec block", withKUBERC, []string{"--context", "path"}},
+		{"(a) ./aws-iam-authenticator, the plugin not installed", notInstalled, []string{"--context", "dot"}},
+		{"(a) bin/../aws-iam-authenticator, the plugin not installed", notInstalled, []string{"--context", "dotdot"}},
+		{"(a) ./aws-iam-authenticator, the plugin installed", withKUBERC, []string{"--context", "dot"}},
 		{"(c) KUBERC=off in the exec block", withKUBERC, []string{"--context", "kuberc-off"}},
 		{"(c) KUBECTL_KUBERC=false in the exec block", withKUBERC, []string{"--context", "kubectl-kuberc"}},
 		{"(c) HOME in the exec block", withKUBERC, []string{"--context", "home"}},
