@@ -81,15 +81,15 @@ func TestSecurityFailoverNeverLendsTheBodyToAFailedAttempt(t *testing.T) {
 	good := newBodyPeer(t)
 	const dead = "127.0.0.1:1" // never dialled: the fake transport answers for it
 	body := bytes.Repeat([]byte("0123456789abcdef"), 4096)
-	real := good.Client().Transport
+	transport := good.Client().Transport
 	for _, chunked := range []bool{false, true} {
-		failover(t, chunked, body, dead, good, real)
+		failover(t, chunked, body, dead, good, transport)
 	}
 }
 
 // failover sends body (of unknown length if chunked) until the dead peer was tried
 // first, and checks what reached the good one.
-func failover(t *testing.T, chunked bool, body []byte, dead string, good *bodyPeer, real http.RoundTripper) {
+func failover(t *testing.T, chunked bool, body []byte, dead string, good *bodyPeer, transport http.RoundTripper) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		if attempt == 40 {
@@ -104,7 +104,7 @@ func failover(t *testing.T, chunked bool, body []byte, dead string, good *bodyPe
 					close(secondStarted)
 					<-staleDone
 				}
-				return real.RoundTrip(r)
+				return transport.RoundTrip(r)
 			}
 			deadTried.Store(true)
 			// The headers went out, then the connection failed; the body is read later.

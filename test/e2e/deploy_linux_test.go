@@ -151,7 +151,7 @@ func podRoot(t *testing.T, pod *corev1.Pod, etc, kplug string) string {
 
 // podCommand is the static pod's command, beside apiserver i, as a process that runs as
 // the pod's user and groups in podRoot (chroot), with the image's environment.
-func podCommand(t *testing.T, ctx context.Context, cp *framework.ControlPlane, i int, pod *corev1.Pod, etc, kplug string) (cmd *exec.Cmd, listen, metrics string) {
+func podCommand(ctx context.Context, t *testing.T, cp *framework.ControlPlane, i int, pod *corev1.Pod, etc, kplug string) (cmd *exec.Cmd, listen, metrics string) {
 	t.Helper()
 	args, listen, metrics := podArgs(t, cp, i, pod, "/etc/kubernetes/")
 	sc := pod.Spec.SecurityContext
@@ -173,7 +173,7 @@ func runPodOnce(t *testing.T, cp *framework.ControlPlane, pod *corev1.Pod, etc, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd, _, _ := podCommand(t, ctx, cp, 0, pod, etc, kplug)
+	cmd, _, _ := podCommand(ctx, t, cp, 0, pod, etc, kplug)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
@@ -187,7 +187,7 @@ func runPodOnce(t *testing.T, cp *framework.ControlPlane, pod *corev1.Pod, etc, 
 func runPod(t *testing.T, cp *framework.ControlPlane, i int, pod *corev1.Pod, etc, kplug string) *sidecar {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd, listen, metrics := podCommand(t, ctx, cp, i, pod, etc, kplug)
+	cmd, listen, metrics := podCommand(ctx, t, cp, i, pod, etc, kplug)
 	s := &sidecar{URL: "https://" + listen, Metrics: "http://" + metrics + "/metrics", cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
