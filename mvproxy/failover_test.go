@@ -135,6 +135,8 @@ func failover(t *testing.T, chunked bool, body []byte, dead string, good *bodyPe
 		select {
 		case <-secondStarted:
 		default:
+			close(secondStarted) // let the stale reader finish
+			<-staleDone
 			t.Fatalf("no failover after the first attempt failed: %d %s", rec.Code, rec.Body)
 		}
 		<-staleDone
