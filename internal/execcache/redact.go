@@ -92,12 +92,9 @@ func redactValue(v string) string {
 
 // isName reports whether s could be a field or parameter name.
 func isName(s string) bool {
-	for _, r := range s {
-		if !(r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
-			return false
-		}
-	}
-	return true
+	return strings.IndexFunc(s, func(r rune) bool {
+		return r != '-' && r != '_' && r != '.' && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+	}) < 0
 }
 
 // redactURL hides the password of a URL (scheme://user:password@host) and the values of
