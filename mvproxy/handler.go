@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -276,7 +277,9 @@ func (h *Handler) peerError(w http.ResponseWriter, r *http.Request, err error) {
 // failoverTransport tries the request's capable peers in turn while a connection fails
 // before the request could reach the peer (its headers were never written), or whatever
 // became of it for a read without a body: a request that may have been processed is never
-// sent to a second peer.
+// sent to a second peer. Each attempt borrows the body through an attemptBody, so that a
+// transport still reading after its RoundTrip returned (the RoundTripper contract allows
+// it) never takes bytes meant for the next peer.
 type failoverTransport struct {
 	base    http.RoundTripper
 	metrics *Metrics
@@ -285,9 +288,8 @@ type failoverTransport struct {
 
 func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	st := req.Context().Value(routeKey{}).(*routeState)
-	var body *trackingBody
-	if req.Body != nil && req.Body != http.NoBody {
-		body = &trackingBody{r: req.Body}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	if hasBody {
 		defer req.Body.Close()
 	}
 	var errs []error
@@ -296,7 +298,9 @@ func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		u := *req.URL
 		u.Host = p.Address
 		out.URL, out.Host = &u, ""
-		if body != nil {
+		var body *attemptBody
+		if hasBody {
+			body = &attemptBody{r: req.Body}
 			out.Body = body
 		}
 		resp, err := t.base.RoundTrip(st.sent.Trace(&out))
@@ -306,29 +310,54 @@ func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		t.metrics.ProxyError(ErrorPeerUnreachable, st.gvr)
 		t.log.Warn("peer unreachable", "peer", p.ID, "address", p.Address, "resource", st.gvr.String(), "err", err)
 		errs = append(errs, fmt.Errorf("peer %s at %s: %w", p.ID, p.Address, err))
-		if req.Context().Err() != nil || (body != nil && body.read) || (st.sent.Maybe() && !reverseproxy.Repeatable(req.Method)) {
+		whole := body == nil || body.end()
+		if req.Context().Err() != nil || !whole || (st.sent.Maybe() && !reverseproxy.Repeatable(req.Method)) {
 			break
 		}
 	}
 	return nil, errors.Join(errs...)
 }
 
-// trackingBody records whether any byte was read and ignores Close, so that a body no
-// attempt has read can go to the next peer.
-type trackingBody struct {
-	r    io.Reader
-	read bool
+// attemptBody lends the request body to one attempt. Closing it leaves the body to the
+// failover transport, which closes it once.
+type attemptBody struct {
+	r       io.Reader
+	mu      sync.Mutex
+	ended   bool // the attempt failed: it reads no more
+	reading int  // Reads under way
+	read    bool // a byte was read
 }
 
-func (b *trackingBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if n > 0 {
-		b.read = true
+// errAttemptEnded answers a transport that reads the body of an attempt it gave up.
+var errAttemptEnded = errors.New("mvproxy: this attempt to reach a peer has ended; its body went to the next peer")
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.ended {
+		b.mu.Unlock()
+		return 0, errAttemptEnded
 	}
+	b.reading++
+	b.mu.Unlock()
+	n, err := b.r.Read(p)
+	b.mu.Lock()
+	b.reading--
+	b.read = b.read || n > 0
+	b.mu.Unlock()
 	return n, err
 }
 
-func (b *trackingBody) Close() error { return nil }
+func (b *attemptBody) Close() error { return nil }
+
+// end stops the attempt from reading any more of the body, and reports whether the body
+// is whole, so that the next peer may have it: nothing was read, and no Read is under
+// way (one could return bytes the next peer would then miss).
+func (b *attemptBody) end() (whole bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = true
+	return !b.read && b.reading == 0
+}
 
 // serveMerged answers GET /apis with the peer-aggregated document once the caches have
 // synced: before, a merge without the peers would hide their groups from clients that

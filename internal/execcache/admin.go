@@ -19,10 +19,10 @@ import (
 type Listed struct {
 	ID         string   `json:"id"`
 	Command    string   `json:"command,omitempty"`
-	Args       []string `json:"args,omitempty"` // with secret-looking values redacted
+	Args       []string `json:"args,omitempty"` // with what looks secret redacted (redactArgs)
 	APIVersion string   `json:"apiVersion,omitempty"`
-	Server     string   `json:"server,omitempty"`
-	Credential string   `json:"credential"` // e.g. "token (1105 bytes)"; never the token
+	Server     string   `json:"server,omitempty"` // without a password in it
+	Credential string   `json:"credential"`       // e.g. "token (1105 bytes)"; never the token
 	// Storage is where the answer rests: "file", or the keyring's name.
 	Storage    string     `json:"storage,omitempty"`
 	Stored     time.Time  `json:"stored,omitzero"`
@@ -70,7 +70,7 @@ func list(dir string, now time.Time) ([]Listed, error) {
 			continue
 		}
 		l := Listed{
-			ID: s.ID, Command: e.Command, Args: redactArgs(e.Args), APIVersion: e.APIVersion, Server: e.Server,
+			ID: s.ID, Command: e.Command, Args: redactArgs(e.Args), APIVersion: e.APIVersion, Server: redactURL(e.Server),
 			Credential: e.Credential, Storage: StorageFile, Stored: e.Stored, Expiration: e.Expiration,
 			ServeUntil: e.ServeUntil, Servable: e.servable(now), Clients: len(e.Clients), args: e.Args,
 			keyring: e.Keyring,

@@ -3,11 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +26,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplug/kplug/internal/cli"
-	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -64,78 +60,9 @@ func kubectlApply(t *testing.T, cp *framework.ControlPlane, args ...string) stri
 	return string(out)
 }
 
-// TestDeployPeerproxy validates deploy/peerproxy against kube-apiserver: the RBAC it
-// needs (docs/peerproxy-rbac.yaml) applies, the static pod passes a server-side dry run
-// with strict field validation, and its command line, with kubeadm's files mapped to this
-// control plane's, runs a sidecar that serves kubectl and the pod's probes.
-func TestDeployPeerproxy(t *testing.T) {
-	cp := startNodeControlPlane(t)
-	rbac := filepath.Join(moduleRoot(t), "docs", "peerproxy-rbac.yaml")
-	manifest := filepath.Join(moduleRoot(t), "deploy", "peerproxy", "kplug-peerproxy.yaml")
-	kubectlApply(t, cp, "-f", rbac) // for real: its Role needs its Namespace
-	if out := kubectlApply(t, cp, "--dry-run=server", "--validate=strict", "-f", manifest); !strings.Contains(out, "pod/kplug-peerproxy created (server dry run)") {
-		t.Errorf("dry run: %s", out)
-	}
-
-	// kubeadm's /etc/kubernetes, made of this control plane's files, and a peer CA and
-	// certificate as docs/getting-started/cluster-operator.md makes them.
-	etc := filepath.Join(t.TempDir(), "etc", "kubernetes")
-	kubeadmFiles(t, cp, etc)
-	peerCA, err := cp.PKI.NewCA("kplug-peer-ca", "kplug peerproxy peer CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := peerCA.Issue("peerproxy-peer", &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kplug-peerproxy-node-1"},
-		DNSNames:    []string{mvproxy.DefaultPeerServerName},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, peerCA.File, filepath.Join(etc, "pki/kplug/peer-ca.crt"))
-	copyFile(t, peer.CertFile, filepath.Join(etc, "pki/kplug/peerproxy-peer.crt"))
-	copyFile(t, peer.KeyFile, filepath.Join(etc, "pki/kplug/peerproxy-peer.key"))
-
-	pod := readPod(t, manifest)
-	c := pod.Spec.Containers[0]
-	if c.Args[0] != "peerproxy" || pod.Spec.HostNetwork != true || c.SecurityContext == nil || *c.SecurityContext.ReadOnlyRootFilesystem != true {
-		t.Fatalf("the static pod is not a host-network peerproxy with a read-only root: %+v", c)
-	}
-	side := runStaticPod(t, cp, 0, etc)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	// The probes the pod declares: readiness through the sidecar, anonymously, as the
-	// kubelet probes; liveness on the metrics address.
-	anonymous := userClient(t, cp, &framework.User{})
-	eventually(ctx, t, "readiness probe /readyz through the sidecar", func() error {
-		return expectStatus(ctx, anonymous, side.URL+c.ReadinessProbe.HTTPGet.Path, nil, http.StatusOK)
-	})
-	if err := expectStatus(ctx, anonymous, side.Metrics, nil, http.StatusOK); err != nil {
-		t.Errorf("liveness probe: %v", err)
-	}
-	// kubectl through the sidecar, verifying it as it verifies the apiserver.
-	kc := serverKubeconfig(t, cp.Admin, side.URL)
-	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", kc, "get", "namespace", "kplug-peerproxy", "-o", "name").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "namespace/kplug-peerproxy" {
-		t.Errorf("kubectl through the sidecar: %q, %v", out, err)
-	}
-	// The sidecar keeps its identity Lease where the RBAC lets it.
-	eventually(ctx, t, "the sidecar's Lease in kplug-peerproxy", func() error {
-		leases, err := clientFor(t, cp, cp.Admin, 0).CoordinationV1().Leases("kplug-peerproxy").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(leases.Items) != 1 {
-			return fmt.Errorf("%d leases, want 1", len(leases.Items))
-		}
-		return nil
-	})
-}
-
-// kubeadmFiles writes the files of kubeadm's /etc/kubernetes that the static pod reads,
-// from cp's: the pki directory and the sidecar user's kubeconfig.
+// kubeadmFiles writes the files of kubeadm's /etc/kubernetes, from cp's, with kubeadm's
+// modes (certificates 0644, keys and kubeconfigs 0600): those the static pod reads, the
+// sidecar user's kubeconfig, and keys the pod must never see.
 func kubeadmFiles(t *testing.T, cp *framework.ControlPlane, etc string) {
 	t.Helper()
 	p := cp.PKI
@@ -147,9 +74,55 @@ func kubeadmFiles(t *testing.T, cp *framework.ControlPlane, etc string) {
 		"pki/front-proxy-client.crt": p.ProxyClient.CertFile,
 		"pki/front-proxy-client.key": p.ProxyClient.KeyFile,
 		"kplug-peerproxy.conf":       peerproxyKubeconfig(t, cp),
+		// Not the pod's: stand-ins with the names kubeadm gives them.
+		"pki/ca.key":                       p.ProxyClient.KeyFile,
+		"pki/sa.key":                       p.ProxyClient.KeyFile,
+		"pki/front-proxy-ca.key":           p.ProxyClient.KeyFile,
+		"pki/etcd/ca.key":                  p.ProxyClient.KeyFile,
+		"pki/apiserver-kubelet-client.key": p.ProxyClient.KeyFile,
+		"admin.conf":                       cp.Admin.Kubeconfig,
 	} {
-		copyFile(t, src, filepath.Join(etc, dst))
+		mode := os.FileMode(0o600)
+		if strings.HasSuffix(dst, ".crt") {
+			mode = 0o644
+		}
+		copyFileMode(t, src, filepath.Join(etc, dst), mode)
 	}
+}
+
+// mountedFiles returns the node's files that pod mounts, the node's /etc/kubernetes
+// being etc; each volume must be a hostPath of type File.
+func mountedFiles(t *testing.T, pod *corev1.Pod, etc string) map[string]string {
+	t.Helper()
+	files := map[string]string{} // mount path in the container -> file on the node
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		v := volumes[m.Name]
+		if v.HostPath == nil || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathFile {
+			t.Fatalf("volume %s is not a hostPath of type File: %+v", m.Name, v.VolumeSource)
+		}
+		rest, ok := strings.CutPrefix(v.HostPath.Path, "/etc/kubernetes/")
+		if !ok {
+			t.Fatalf("volume %s mounts %s, outside /etc/kubernetes", m.Name, v.HostPath.Path)
+		}
+		files[m.MountPath] = filepath.Join(etc, rest)
+	}
+	return files
+}
+
+// buildStatic builds kplug as the release image holds it: static, without cgo.
+func buildStatic(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "kplug")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/kplug")
+	cmd.Dir, cmd.Env = moduleRoot(t), append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kplug: %v\n%s", err, b)
+	}
+	return out
 }
 
 // runStaticPod runs, in this process, the command line of deploy/peerproxy's static pod
@@ -158,15 +131,22 @@ func kubeadmFiles(t *testing.T, cp *framework.ControlPlane, etc string) {
 func runStaticPod(t *testing.T, cp *framework.ControlPlane, i int, etc string) *sidecar {
 	t.Helper()
 	pod := readPod(t, filepath.Join(moduleRoot(t), "deploy", "peerproxy", "kplug-peerproxy.yaml"))
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args, listen, metrics := podArgs(t, cp, i, pod, etc+"/")
+	return runInProcess(t, "the static pod's kplug peerproxy beside "+cp.Servers[i].Name, args, "https://"+listen, "http://"+metrics+"/metrics")
+}
+
+// podArgs is the pod's command line beside apiserver i, with kubeadm's /etc/kubernetes/
+// at etc and the node's addresses those of the test.
+func podArgs(t *testing.T, cp *framework.ControlPlane, i int, pod *corev1.Pod, etc string) (args []string, listen, metrics string) {
+	t.Helper()
+	listen = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	replacer := strings.NewReplacer(
-		"/etc/kubernetes/", etc+"/",
+		"/etc/kubernetes/", etc,
 		"https://$(NODE_IP):6443", cp.Servers[i].URL, // the apiserver's port here is not 6443
 		"$(NODE_IP):6444", listen,
 		"127.0.0.1:9444", metrics,
 	)
-	var args []string
 	for _, a := range pod.Spec.Containers[0].Args {
 		args = append(args, replacer.Replace(a))
 		if strings.Contains(args[len(args)-1], "$(") {
@@ -175,7 +155,7 @@ func runStaticPod(t *testing.T, cp *framework.ControlPlane, i int, etc string) *
 	}
 	// Two sidecars on one machine: each its own Lease (the pod's default is the hostname).
 	args = append(args, "--id=kplug-peerproxy-"+cp.Servers[i].Name)
-	return runInProcess(t, "the static pod's kplug peerproxy beside "+cp.Servers[i].Name, args, "https://"+listen, "http://"+metrics+"/metrics")
+	return args, listen, metrics
 }
 
 // peerproxyKubeconfig writes a kubeconfig for the user kplug-peerproxy (a client
@@ -239,16 +219,20 @@ func readPod(t *testing.T, path string) *corev1.Pod {
 	return &pod
 }
 
-func copyFile(t *testing.T, src, dst string) {
+// copyFileMode copies src to dst with mode, making dst's directories (0755).
+func copyFileMode(t *testing.T, src, dst string, mode os.FileMode) {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dst, data, 0o600); err != nil {
+	if err := os.WriteFile(dst, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, mode); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
 }

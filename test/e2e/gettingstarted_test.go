@@ -272,11 +272,15 @@ func TestGettingStartedClusterOperator(t *testing.T) {
 	work := t.TempDir()
 	env := []string{pathWith(bin), "HOME=" + work, "KUBECONFIG=" + cp.Admin.Kubeconfig}
 	setup, checks := page.splitAt(t, "kubectl --server")
+	kubeadmFiles(t, cp, etc) // the node's, and the kubeconfig the page makes with kubeadm
 	setup.run(t, work, env,
 		"/etc/kubernetes/", etc+"/",
 		"https://raw.githubusercontent.com/kplug/kplug/main/docs/peerproxy-rbac.yaml", filepath.Join(moduleRoot(t), "docs", "peerproxy-rbac.yaml"))
-
-	kubeadmFiles(t, cp, etc)
+	for _, f := range []string{"pki/apiserver.key", "pki/front-proxy-client.key", "pki/kplug/peerproxy-peer.key", "kplug-peerproxy.conf"} {
+		if st, err := os.Stat(filepath.Join(etc, f)); err != nil || st.Mode().Perm() != 0o640 || fileGroup(t, filepath.Join(etc, f)) != 65532 {
+			t.Errorf("after the page's steps, %s is not readable by group 65532 alone: %v", f, err)
+		}
+	}
 	var sides []*sidecar
 	for i := range cp.Servers {
 		sides = append(sides, runStaticPod(t, cp, i, etc))

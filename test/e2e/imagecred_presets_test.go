@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	kubeletv1 "k8s.io/kubelet/config/v1"
@@ -160,35 +159,32 @@ func TestImageCredentialPresets(t *testing.T) {
 		})
 	}
 
-	// kplug run by an identity that is not a node needs kplug-rbac.yaml, and nothing more.
+	// kplug run by an identity that is not a node needs kplug-rbac.yaml as it is, and
+	// nothing more: its namespace, its service account and its subject.
 	t.Run("kplug-rbac", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cfg, fake := loadPreset(t, presets[0])
-		ns := "kplug-identity"
+		ns, subject := "apps", "kplug-image-credentials"
 		mustCreate(t, admin, ns)
 		createPodOnNode(ctx, t, admin, ns, "app", "puller", presets[0].image, presets[0].annotations)
-		alice := clientFor(t, cp, cp.CertUser, 0)
-		keyring, err := imagecred.New(imagecred.Options{Config: cfg, BinDir: filepath.Dir(fakePath(t, fake, presets[0].plugin)),
-			ServiceAccounts: imagecred.NewServiceAccounts(alice, imagecred.ServiceAccountsOptions{LookupTTL: -1})})
+		cert, err := cp.PKI.ClientCA.IssueClient("kplug-image-credentials", subject)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := imagecred.GetPod(ctx, alice, ns, "app"); err == nil {
-			t.Fatal("alice read the pod without any RBAC")
+		kplug := clientFor(t, cp, &framework.User{Name: subject, Cert: cert}, 0)
+		keyring, err := imagecred.New(imagecred.Options{Config: cfg, BinDir: filepath.Dir(fakePath(t, fake, presets[0].plugin)),
+			ServiceAccounts: imagecred.NewServiceAccounts(kplug, imagecred.ServiceAccountsOptions{LookupTTL: -1})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := imagecred.GetPod(ctx, kplug, ns, "app"); err == nil {
+			t.Fatalf("%s read the pod without any RBAC", subject)
 		}
 		kubectlApply(t, cp, "-f", filepath.Join(presetDir, "kplug-rbac.yaml"))
-		_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "kplug-image-credentials"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kplug-image-credentials"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: cp.CertUser.Name}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var creds []imagecred.Credential
-		poll.Until(t, "alice's RoleBinding to take effect", func() bool {
-			pod, err := imagecred.GetPod(ctx, alice, ns, "app")
+		poll.Until(t, "the preset's RoleBinding to take effect", func() bool {
+			pod, err := imagecred.GetPod(ctx, kplug, ns, "app")
 			if err != nil {
 				return false
 			}
