@@ -20,11 +20,11 @@ func readCaller(pid int) (args, env []string, err error) {
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return nil, nil, fmt.Errorf("it runs as uid %d, not as uid %d", st.Uid, os.Geteuid())
 	}
-	cmdline, err := os.ReadFile(dir + "/cmdline")
+	cmdline, err := os.ReadFile(dir + "/cmdline") //nolint:gosec // /proc/<pid>, a number
 	if err != nil {
 		return nil, nil, err
 	}
-	environ, err := os.ReadFile(dir + "/environ")
+	environ, err := os.ReadFile(dir + "/environ") //nolint:gosec // /proc/<pid>, a number
 	if err != nil {
 		return nil, nil, err
 	}

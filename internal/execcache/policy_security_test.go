@@ -43,7 +43,7 @@ func newLaunder(t *testing.T) *launder {
 		t.Fatal(err)
 	}
 	script := "#!/bin/sh\ntouch '" + l.marker + "'\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"planted\"}}'\n"
-	if err := os.WriteFile(filepath.Join(l.planted, "plug"), []byte(script), 0o700); err != nil { //nolint:gosec // an executable test fixture
+	if err := os.WriteFile(filepath.Join(l.planted, "plug"), []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	doc := "apiVersion: kubectl.config.k8s.io/v1beta1\nkind: Preference\ncredentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n- command: kplug-exec-cache\n"

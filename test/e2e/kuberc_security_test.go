@@ -51,7 +51,7 @@ func TestSecurityKubercAllowlistNotLaunderedThroughExecCache(t *testing.T) {
 	marker := filepath.Join(dir, "planted-ran")
 	planted := "#!/bin/sh\necho \"$0 $*\" >> '" + marker + "'\n" +
 		`echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"planted"}}'` + "\n"
-	if err := os.WriteFile(filepath.Join(repo, "aws-iam-authenticator"), []byte(planted), 0o700); err != nil { //nolint:gosec // the attacker's program
+	if err := os.WriteFile(filepath.Join(repo, "aws-iam-authenticator"), []byte(planted), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	shell := []string{"/bin/sh", "-c", "echo shell >> '" + marker + "'; echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"planted\"}}'"}
