@@ -342,3 +342,105 @@ func TestSecurityLeaseCleanupUnderClockSkew(t *testing.T) {
 		<-renewer
 	})
 }
+
+// TestSecurityForwardsTheIdentityItDecided sends requests with forged and duplicate
+// identity and loop-guard lines through a sidecar, to the local server and to a peer, as
+// a certificate user, a token user and a trusted peer: what the server behind receives is
+// exactly the identity the sidecar decided on (X-Remote-* set after ReverseProxy's
+// hop-by-hop removal, one line each, the one-hop guard as the route needs it), the token
+// only where it is the credential, and the rest of the request as sent. A request whose
+// Connection header names any of them (or anything but close, keep-alive and upgrade),
+// which ReverseProxy would remove as hop-by-hop, is refused and reaches no server.
+// Issue 27 N2 review: a proxy must forward what it decided on and what the client sent;
+// before, a client's Connection: Impersonate-User silently dropped its impersonation.
+func TestSecurityForwardsTheIdentityItDecided(t *testing.T) {
+	c := twoServers(t)
+	alice := clientCert(t, c.clientCA, "alice", "developers")
+	peer := clientCert(t, c.frontCA, "front-proxy-client")
+	forged := http.Header{
+		"X-Remote-User":  {"admin", "alice"},
+		"X-Remote-Group": {"system:masters"}, "X-Remote-Uid": {"0"}, "X-Remote-Extra-Scopes": {"all"},
+		"X-Kubernetes-Peer-Proxied": {"true"}, "X-Kubernetes-Apiserver-Rerouted": {"true"},
+		"Impersonate-User": {"carol"}, "Impersonate-Group": {"g1", "g2"}, "X-Other": {"kept"},
+	}
+	// A peer's request: its X-Remote-* name the user, the first line of X-Remote-User.
+	fromPeer := http.Header{
+		"X-Remote-User":  {"dave", "admin"},
+		"X-Remote-Group": {"team", "team2"}, "X-Kubernetes-Peer-Proxied": {"true"},
+		"Impersonate-User": {"carol"}, "Impersonate-Group": {"g1", "g2"}, "X-Other": {"kept"},
+	}
+	aliceID := http.Header{"X-Remote-User": {"alice"}, "X-Remote-Group": {"developers"}}
+	tests := []struct {
+		name   string
+		client *http.Client
+		via    int
+		path   string
+		header http.Header
+		server string
+		remote http.Header // the X-Remote-* and guard lines received, exactly
+		token  bool
+	}{
+		{"certificate user, local", c.httpClient(t, &alice, ""), 1, "/apis/apps/v1/deployments", forged, "server-1", aliceID, false},
+		{"certificate user, to a peer", c.httpClient(t, &alice, ""), 0, "/apis/apps/v1/deployments", forged, "server-1", withGuard(aliceID), false},
+		{"token user, local", c.httpClient(t, nil, tokenBob), 0, "/apis/batch/v1/jobs", forged, "server-0", http.Header{}, true},
+		{"token user, to a peer", c.httpClient(t, nil, tokenBob), 1, "/apis/batch/v1/jobs", forged, "server-0", withGuard(http.Header{}), true},
+		{"trusted peer, served locally", c.httpClient(t, &peer, ""), 1, "/apis/apps/v1/deployments", fromPeer, "server-1",
+			withGuard(http.Header{"X-Remote-User": {"dave"}, "X-Remote-Group": {"team", "team2"}}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, s, body := getSeen(t, tt.client, c.nodes[tt.via].srv.URL+tt.path, tt.header)
+			if code != http.StatusOK || s.Server != tt.server {
+				t.Fatalf("status %d from %q, want 200 from %s: %s", code, s.Server, tt.server, body)
+			}
+			b := c.nodes[0].backend
+			if tt.server == "server-1" {
+				b = c.nodes[1].backend
+			}
+			got := *b.header.Load()
+			remote := http.Header{}
+			for name, v := range got {
+				if strings.HasPrefix(name, "X-Remote-") || strings.HasPrefix(name, "X-Kubernetes-") {
+					remote[name] = v
+				}
+			}
+			if diff := cmp.Diff(tt.remote, remote); diff != "" {
+				t.Errorf("identity and guard headers received (-want +got):\n%s", diff)
+			}
+			if token := got.Get("Authorization") != ""; token != tt.token {
+				t.Errorf("Authorization received: %v, want %v", token, tt.token)
+			}
+			for name, want := range map[string][]string{"Impersonate-User": {"carol"}, "Impersonate-Group": {"g1", "g2"}, "X-Other": {"kept"}} {
+				if diff := cmp.Diff(want, got.Values(name)); diff != "" {
+					t.Errorf("%s received (-sent +received):\n%s", name, diff)
+				}
+			}
+		})
+	}
+	for _, connection := range []string{
+		"X-Remote-User, X-Remote-Group",
+		"keep-alive, Impersonate-User",
+		"Upgrade, Impersonate-Group",
+		"close, Authorization",
+		"X-Kubernetes-Peer-Proxied",
+	} {
+		for _, tt := range tests {
+			h := tt.header.Clone()
+			h.Set("Connection", connection)
+			before := c.nodes[0].backend.received.Load() + c.nodes[1].backend.received.Load()
+			code, _, body := getSeen(t, tt.client, c.nodes[tt.via].srv.URL+tt.path, h)
+			if code != http.StatusBadRequest || !strings.Contains(body, "only close, keep-alive and upgrade are accepted") {
+				t.Errorf("%s with Connection: %s: %d %s; want 400", tt.name, connection, code, body)
+			}
+			if after := c.nodes[0].backend.received.Load() + c.nodes[1].backend.received.Load(); after != before {
+				t.Errorf("%s with Connection: %s reached a server", tt.name, connection)
+			}
+		}
+	}
+}
+
+func withGuard(h http.Header) http.Header {
+	h = h.Clone()
+	h.Set(mvproxy.ProxiedHeader, "true")
+	return h
+}
