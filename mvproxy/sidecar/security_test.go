@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -443,4 +445,95 @@ func withGuard(h http.Header) http.Header {
 	h = h.Clone()
 	h.Set(mvproxy.ProxiedHeader, "true")
 	return h
+}
+
+// TestSecurityRequestHeaderNamesOfTheLocalServer: the sidecar forwards certificate users
+// to kube-apiserver as X-Remote-* headers behind its front-proxy certificate, and removes
+// only those from clients' requests. kube-apiserver reads a user from the first of its
+// --requestheader-username-headers that is set, and groups from all of its
+// --requestheader-group-headers: with another name among them, a client could name itself
+// admin or add system:masters. Serve reads the names kube-apiserver publishes and refuses
+// such a server; the end-to-end test TestSecurityMixedVersionProxyRequestHeaderNames shows
+// the real kube-apiserver reading the extra name.
+// Issue 27 N2 review: the identity headers the proxy removed were not all those the
+// server behind reads.
+func TestSecurityRequestHeaderNamesOfTheLocalServer(t *testing.T) {
+	published := func(kv ...string) map[string]string {
+		d := map[string]string{
+			"requestheader-client-ca-file":       "-----BEGIN CERTIFICATE-----",
+			"requestheader-username-headers":     `["X-Remote-User"]`,
+			"requestheader-group-headers":        `["X-Remote-Group"]`,
+			"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+			"requestheader-uid-headers":          `["X-Remote-Uid"]`,
+		}
+		for i := 0; i < len(kv); i += 2 {
+			d[kv[i]] = kv[i+1]
+		}
+		return d
+	}
+	for _, tt := range []struct {
+		name string
+		data map[string]string // nil: no ConfigMap
+		want string
+	}{
+		{"kubeadm's names", published(), ""},
+		{"no UID header", published("requestheader-uid-headers", ""), ""},
+		{"names in another case", published("requestheader-username-headers", `["x-remote-user"]`), ""},
+		{"no ConfigMap", nil, ""},
+		{"no front proxy trusted", published("requestheader-client-ca-file", "", "requestheader-group-headers", `["X-Groups"]`), ""},
+		{"a second group header", published("requestheader-group-headers", `["X-Remote-Group","X-Groups"]`),
+			"the local kube-apiserver reads identity from --requestheader-group-headers=X-Remote-Group,X-Groups, but the sidecar sets and removes only X-Remote-Group: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-group-headers=X-Remote-Group"},
+		{"another user header first", published("requestheader-username-headers", `["X-User","X-Remote-User"]`),
+			"the local kube-apiserver reads identity from --requestheader-username-headers=X-User,X-Remote-User, but the sidecar sets and removes only X-Remote-User: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-username-headers=X-Remote-User"},
+		{"another extra prefix", published("requestheader-extra-headers-prefix", `["X-Remote-Extra-","X-Extra-"]`),
+			"the local kube-apiserver reads identity from --requestheader-extra-headers-prefix=X-Remote-Extra-,X-Extra-, but the sidecar sets and removes only X-Remote-Extra-: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-extra-headers-prefix=X-Remote-Extra-"},
+		{"another UID header", published("requestheader-uid-headers", `["X-Uid"]`),
+			"the local kube-apiserver reads identity from --requestheader-uid-headers=X-Uid, but the sidecar sets and removes only X-Remote-Uid: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-uid-headers=X-Remote-Uid"},
+		{"no user header", published("requestheader-username-headers", `[]`),
+			"the local kube-apiserver reads identity from --requestheader-username-headers=, but the sidecar sets and removes only X-Remote-User: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-username-headers=X-Remote-User"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			if tt.data != nil {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: "kube-system"}, Data: tt.data}
+				if _, err := client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := checkRequestHeaders(t.Context(), client)
+			var got string
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+
+	// Serve refuses such a server before it listens.
+	c := newTestCAs(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: "kube-system"},
+		Data: published("requestheader-group-headers", `["X-Remote-Group","X-Groups"]`)}
+	if _, err := c.client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods"))
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	o, _ := c.options(t, "server-0", b, ln)
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sidecar that serves instead returns nil once this context ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var mismatch *RequestHeaderError
+	if err := s.Serve(ctx); !errors.As(err, &mismatch) || mismatch.Flag != "requestheader-group-headers" {
+		t.Errorf("Serve beside a server reading X-Groups: %v, want a *RequestHeaderError", err)
+	}
 }
