@@ -76,8 +76,9 @@ func recordingAPI(t *testing.T, verify func(r *http.Request, body []byte) error)
 
 // serveProxyPlugin runs proxy-plugin's proxy with o in this process, for a client that
 // holds a lock, and returns a function that sends one raw HTTP/1.1 request through it
-// (over the hop's mutual TLS) and returns the status line.
-func serveProxyPlugin(t *testing.T, api *httptest.Server, o *proxyPluginOptions) func(raw string) string {
+// (over the hop's mutual TLS, on the socket or through kplug run's bridge) and returns the
+// status line.
+func serveProxyPlugin(t *testing.T, api *httptest.Server, o *proxyPluginOptions) func(raw string, viaBridge bool) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kp") // short: a socket path is limited to about 100 bytes
 	if err != nil {
@@ -120,14 +121,40 @@ func serveProxyPlugin(t *testing.T, api *httptest.Server, o *proxyPluginOptions)
 	roots.AppendCertsFromPEM(cred.Status.ProxyConfig.CertificateAuthorityData)
 	hop := &tls.Config{RootCAs: roots, ServerName: server.ServerName, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	socket := strings.TrimPrefix(cred.Status.ProxyConfig.URL, "unix://")
-	return func(raw string) string {
+	// Clients that take a proxy-url (kubectl through kplug run) reach the same socket
+	// through the bridge: a CONNECT, then the same TLS session end to end.
+	bridge, err := execproxy.NewBridge(socket, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bridge.Close() })
+	password, _ := bridge.ProxyURL().User.Password()
+	connect := "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\nProxy-Authorization: Basic " +
+		base64.StdEncoding.EncodeToString([]byte(bridge.ProxyURL().User.Username()+":"+password)) + "\r\n\r\n"
+	return func(raw string, viaBridge bool) string {
 		t.Helper()
-		conn, err := (&net.Dialer{}).DialContext(t.Context(), "unix", socket)
+		network, addr := "unix", socket
+		if viaBridge {
+			network, addr = "tcp", bridge.Addr
+		}
+		conn, err := (&net.Dialer{}).DialContext(t.Context(), network, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close()
 		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		if viaBridge {
+			// The bridge answers the CONNECT before it reads anything more: read exactly
+			// its answer, so that no byte of the TLS session is taken with it.
+			if _, err := io.WriteString(conn, connect); err != nil {
+				t.Fatal(err)
+			}
+			want := "HTTP/1.1 200 Connection established\r\n\r\n"
+			got := make([]byte, len(want))
+			if _, err := io.ReadFull(conn, got); err != nil || string(got) != want {
+				t.Fatalf("CONNECT to the bridge: %q, %v", got, err)
+			}
+		}
 		tc := tls.Client(conn, hop)
 		if _, err := io.WriteString(tc, raw); err != nil {
 			t.Fatal(err)
@@ -171,39 +198,42 @@ var hostile = []struct {
 		"Sec-Websocket-Protocol: v5.channel.k8s.io\r\nImpersonate-User: bob\r\n\r\n", false},
 }
 
-// checkForwarded sends each hostile request through send and checks what the API server
+// checkForwarded sends each hostile request through send, on the socket and through the
+// bridge, and checks what the API server
 // received: nothing for a refused one; for the others a request whose signature verified
 // (so every covered field arrived as it was signed), with the added header's configured
 // value only, and with the impersonation the client asked for.
-func checkForwarded(t *testing.T, send func(string) string, last func() received, more func(*testing.T, http.Header)) {
+func checkForwarded(t *testing.T, send func(string, bool) string, last func() received, more func(*testing.T, http.Header)) {
 	t.Helper()
 	for _, tt := range hostile {
-		t.Run(tt.name, func(t *testing.T) {
-			before := last()
-			status := send(tt.raw)
-			got := last()
-			if tt.refused {
-				if !strings.HasPrefix(status, "400 ") || got.seq != before.seq {
-					t.Errorf("answered %q, API server reached: %v; want 400 and nothing forwarded", status, got.seq != before.seq)
+		for _, viaBridge := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, through the bridge %v", tt.name, viaBridge), func(t *testing.T) {
+				before := last()
+				status := send(tt.raw, viaBridge)
+				got := last()
+				if tt.refused {
+					if !strings.HasPrefix(status, "400 ") || got.seq != before.seq {
+						t.Errorf("answered %q, API server reached: %v; want 400 and nothing forwarded", status, got.seq != before.seq)
+					}
+					return
 				}
-				return
-			}
-			if got.seq == before.seq {
-				t.Fatalf("answered %q, and the API server got nothing", status)
-			}
-			if got.err != nil {
-				t.Errorf("the signature does not verify over what the API server received: %v\nreceived %v", got.err, got.header)
-			}
-			if v := got.header.Values("X-Added"); len(v) != 1 || v[0] != "configured" {
-				t.Errorf("X-Added arrived as %q, want only the configured value", v)
-			}
-			if strings.Contains(tt.raw, "Impersonate-User: bob") && got.header.Get("Impersonate-User") != "bob" {
-				t.Errorf("Impersonate-User arrived as %q, want bob", got.header.Values("Impersonate-User"))
-			}
-			if more != nil {
-				more(t, got.header)
-			}
-		})
+				if got.seq == before.seq {
+					t.Fatalf("answered %q, and the API server got nothing", status)
+				}
+				if got.err != nil {
+					t.Errorf("the signature does not verify over what the API server received: %v\nreceived %v", got.err, got.header)
+				}
+				if v := got.header.Values("X-Added"); len(v) != 1 || v[0] != "configured" {
+					t.Errorf("X-Added arrived as %q, want only the configured value", v)
+				}
+				if strings.Contains(tt.raw, "Impersonate-User: bob") && got.header.Get("Impersonate-User") != "bob" {
+					t.Errorf("Impersonate-User arrived as %q, want bob", got.header.Values("Impersonate-User"))
+				}
+				if more != nil {
+					more(t, got.header)
+				}
+			})
+		}
 	}
 }
 
