@@ -20,7 +20,7 @@ import (
 func peerUID(c net.Conn) (uint32, error) {
 	local, ok := c.LocalAddr().(*net.TCPAddr)
 	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
-	if !ok || !ok2 || local.IP.To4() == nil || remote.IP.To4() == nil {
+	if !ok || !ok2 || !local.AddrPort().Addr().Unmap().Is4() || !remote.AddrPort().Addr().Unmap().Is4() {
 		return 0, fmt.Errorf("peer uid: %s to %s is not an IPv4 TCP connection", c.RemoteAddr(), c.LocalAddr())
 	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
@@ -50,6 +50,7 @@ func peerUID(c net.Conn) (uint32, error) {
 const (
 	nlmsgHeaderLen  = 16
 	diagReqLen      = 56 // family, protocol, ext, pad, states, then struct inet_diag_sockid
+	diagMsgStateAt  = 1
 	diagMsgUIDAt    = 64 // family, state, timer, retrans, sockid (48), expires, rqueue, wqueue
 	diagMsgLen      = 72
 	diagSockIDIfAt  = 36 // within struct inet_diag_sockid: ports (4), src (16), dst (16)
@@ -57,6 +58,7 @@ const (
 	diagAllStates   = ^uint32(0)
 	nlmsgErrorCode  = 16 // within an NLMSG_ERROR message: the negative errno
 	nlmsgErrorValue = 4
+	tcpTimeWait     = 6 // TCP_TIME_WAIT of enum tcp_state (net/tcp_states.h)
 )
 
 // diagRequest asks for the TCP socket whose own (local) address is src and whose peer is
@@ -64,7 +66,7 @@ const (
 func diagRequest(src, dst *net.TCPAddr) []byte {
 	ne := binary.NativeEndian
 	b := make([]byte, nlmsgHeaderLen+diagReqLen)
-	ne.PutUint32(b[0:], uint32(len(b)))
+	ne.PutUint32(b[0:], nlmsgHeaderLen+diagReqLen)
 	ne.PutUint16(b[4:], unix.SOCK_DIAG_BY_FAMILY)
 	ne.PutUint16(b[6:], unix.NLM_F_REQUEST)
 	ne.PutUint32(b[8:], 1) // sequence number; one request per socket
@@ -72,10 +74,12 @@ func diagRequest(src, dst *net.TCPAddr) []byte {
 	r[0], r[1] = unix.AF_INET, unix.IPPROTO_TCP
 	ne.PutUint32(r[4:], diagAllStates)
 	id := r[8:]
-	binary.BigEndian.PutUint16(id[0:], uint16(src.Port)) //nolint:gosec // a port fits
-	binary.BigEndian.PutUint16(id[2:], uint16(dst.Port)) //nolint:gosec // a port fits
-	copy(id[4:20], src.IP.To4())
-	copy(id[20:36], dst.IP.To4())
+	s, d := src.AddrPort(), dst.AddrPort()
+	binary.BigEndian.PutUint16(id[0:], s.Port())
+	binary.BigEndian.PutUint16(id[2:], d.Port())
+	s4, d4 := s.Addr().Unmap().As4(), d.Addr().Unmap().As4()
+	copy(id[4:20], s4[:])
+	copy(id[20:36], d4[:])
 	ne.PutUint32(id[diagSockIDIfAt+4:], diagNoCookie) // the cookie is unknown: match by address
 	ne.PutUint32(id[diagSockIDIfAt+8:], diagNoCookie)
 	return b
@@ -90,14 +94,20 @@ func diagUID(b []byte) (uint32, error) {
 	switch ne.Uint16(b[4:]) {
 	case unix.NLMSG_ERROR:
 		if len(b) >= nlmsgHeaderLen+nlmsgErrorValue {
-			if code := int32(ne.Uint32(b[nlmsgErrorCode:])); code < 0 { //nolint:gosec // the kernel's negative errno
-				return 0, fmt.Errorf("peer uid: sock_diag: %w", syscall.Errno(-code))
+			// The kernel's errno, negated, in two's complement.
+			if code := ne.Uint32(b[nlmsgErrorCode:]); code != 0 {
+				return 0, fmt.Errorf("peer uid: sock_diag: %w", syscall.Errno(^code+1))
 			}
 		}
 		return 0, errors.New("peer uid: sock_diag answered with an error")
 	case unix.SOCK_DIAG_BY_FAMILY:
 		if len(b) < nlmsgHeaderLen+diagMsgLen {
 			return 0, errors.New("peer uid: short sock_diag message")
+		}
+		// A closed socket waiting out TIME_WAIT (also one closed in FIN_WAIT2) has no
+		// owner any more, and the kernel reports uid 0 for it: that is not root.
+		if b[nlmsgHeaderLen+diagMsgStateAt] == tcpTimeWait {
+			return 0, errors.New("peer uid: the client's socket is closed")
 		}
 		return ne.Uint32(b[nlmsgHeaderLen+diagMsgUIDAt:]), nil
 	}

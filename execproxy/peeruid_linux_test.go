@@ -3,8 +3,10 @@
 package execproxy
 
 import (
+	"errors"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 )
 
@@ -30,6 +32,15 @@ func TestPeerUID(t *testing.T) {
 	uid, err := peerUID(server)
 	if err != nil || int(uid) != os.Getuid() {
 		t.Errorf("peerUID of our own connection: %d, %v; want %d", uid, err, os.Getuid())
+	}
+
+	// A client socket that is closed has no owner: the kernel reports uid 0 for it while
+	// it waits out TIME_WAIT, which must not pass for root; once it is gone, the kernel
+	// finds nothing.
+	_ = client.Close()
+	_ = server.Close()
+	if _, err = peerUID(server); err == nil || err.Error() != "peer uid: the client's socket is closed" && !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("peerUID once the client closed: %v, want a closed socket", err)
 	}
 
 	a, b := net.Pipe()
