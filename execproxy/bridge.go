@@ -2,6 +2,7 @@ package execproxy
 
 import (
 	"bufio"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,11 +25,19 @@ import (
 
 // Bridge is an HTTP CONNECT endpoint on loopback that tunnels connections to the exec
 // proxy's unix socket. Every local user can reach a loopback port, so the bridge admits
-// only CONNECT requests that carry its secret (ProxyURL) and serves at most MaxBridgeConns
-// connections at once; a refused connection never reaches the proxy, so it neither keeps
-// the proxy from idling nor starts it again. A tunnel carries only the client's TLS stream,
-// which the proxy authenticates with mutual TLS. Close stops it. A Bridge is safe for
-// concurrent use.
+// only CONNECT requests that carry its secret (ProxyURL); a refused connection never
+// reaches the proxy, so it neither keeps the proxy from idling nor starts it again. A
+// tunnel carries only the client's TLS stream, which the proxy authenticates with mutual
+// TLS. Close stops it. A Bridge is safe for concurrent use.
+//
+// What another local user can do to it is bounded without letting them starve the
+// owner: on Linux, connections opened by another user (other than root) are refused as
+// soon as they are accepted, by the uid the kernel records for their socket. Elsewhere, and
+// wherever the kernel cannot say, a connection must send its CONNECT within
+// connectTimeout; at most maxPending connections wait to do so, and a new connection
+// closes the one that has waited longest, so that a client that sends its CONNECT at once,
+// as every client does, is kept out only by maxPending connections opened in that
+// instant. Only tunnels, which needed the secret, count against MaxBridgeConns.
 type Bridge struct {
 	// Addr is the bridge's loopback address (host:port); it holds no secret.
 	Addr string
@@ -37,18 +47,29 @@ type Bridge struct {
 	ln       net.Listener
 	resolve  func(ctx context.Context, stale string) (string, error)
 	log      *slog.Logger
+	// peerUID tells who opened a client's socket (see ownersConn); uid is the bridge's
+	// own user.
+	peerUID func(net.Conn) (uint32, error)
+	uid     uint32
 
-	mu     sync.Mutex
-	socket string
-	open   map[net.Conn]struct{} // client sides of the connections, closed by Close
-	conns  sync.WaitGroup
-	closed chan struct{}
+	mu      sync.Mutex
+	socket  string
+	pending *list.List                 // connections not yet admitted, oldest first
+	waiting map[net.Conn]*list.Element // their place in pending
+	tunnels map[net.Conn]struct{}      // admitted connections
+	conns   sync.WaitGroup
+	closed  chan struct{}
 }
 
-// MaxBridgeConns is how many connections a Bridge serves at once, tunnels and connections
-// still sending their CONNECT request together. Beyond it a connection is answered 503 and
-// closed, so that no local user can exhaust the client's file descriptors.
+// MaxBridgeConns is how many tunnels a Bridge serves at once. Only connections that sent
+// the secret count; beyond it a tunnel is refused with 503, so that no client of the
+// owner's can exhaust the client's file descriptors.
 const MaxBridgeConns = 128
+
+// maxPending bounds the connections still sending their CONNECT request. It is larger
+// than MaxBridgeConns, since clients of the owner's open several connections at once, and
+// reaching it never refuses a connection: the oldest waiting one is closed instead.
+const maxPending = 512
 
 // bridgeUser is the user name in ProxyURL; only the password, a fresh secret, matters.
 const bridgeUser = "kplug"
@@ -56,8 +77,10 @@ const bridgeUser = "kplug"
 // maxConnectHeader bounds a CONNECT request; clients send a few hundred bytes.
 const maxConnectHeader = 16 << 10
 
-// connectTimeout bounds the time from accepting a connection to its CONNECT request.
-const connectTimeout = 10 * time.Second
+// connectTimeout bounds the time from accepting a connection to the end of its CONNECT
+// request. Clients send it at once; the bound keeps a connection that does not from
+// holding a place in pending for long.
+const connectTimeout = 5 * time.Second
 
 // NewBridge listens on 127.0.0.1 and tunnels to socket. When the socket refuses connections
 // (the proxy crashed), resolve is called with the stale socket to start the proxy again and
@@ -77,7 +100,9 @@ func NewBridge(socket string, resolve func(ctx context.Context, stale string) (s
 		proxyURL: &url.URL{Scheme: "http", User: url.UserPassword(bridgeUser, password), Host: ln.Addr().String()},
 		basic:    []byte(base64.StdEncoding.EncodeToString([]byte(bridgeUser + ":" + password))),
 		ln:       ln, resolve: resolve, log: log, socket: socket,
-		open: map[net.Conn]struct{}{}, closed: make(chan struct{}),
+		peerUID: peerUID, uid: uint32(os.Getuid()), //nolint:gosec // -1 only on Windows, where peerUID always fails
+		pending: list.New(), waiting: map[net.Conn]*list.Element{}, tunnels: map[net.Conn]struct{}{},
+		closed: make(chan struct{}),
 	}
 	go b.serve()
 	return b, nil
@@ -92,12 +117,16 @@ func (b *Bridge) ProxyURL() *url.URL {
 	return &u
 }
 
-// Close stops accepting, closes the open tunnels and waits for them to end.
+// Close stops accepting, closes the open tunnels and waiting connections, and waits for
+// them to end.
 func (b *Bridge) Close() error {
 	err := b.ln.Close()
 	<-b.closed
 	b.mu.Lock()
-	for c := range b.open {
+	for c := range b.waiting {
+		_ = c.Close()
+	}
+	for c := range b.tunnels {
 		_ = c.Close()
 	}
 	b.mu.Unlock()
@@ -112,42 +141,92 @@ func (b *Bridge) serve() {
 		if err != nil {
 			return
 		}
-		b.mu.Lock()
-		full := len(b.open) >= MaxBridgeConns
-		if !full {
-			b.open[conn] = struct{}{}
-		}
-		b.mu.Unlock()
-		if full {
+		if !b.ownersConn(conn) {
 			// A fresh connection's send buffer is empty: this write does not block.
 			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = io.WriteString(conn, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			_, _ = io.WriteString(conn, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 			_ = conn.Close()
 			continue
 		}
+		b.mu.Lock()
+		if b.pending.Len() >= maxPending {
+			oldest := b.pending.Remove(b.pending.Front()).(net.Conn)
+			delete(b.waiting, oldest)
+			_ = oldest.Close() // its goroutine sees the error and ends
+		}
+		b.waiting[conn] = b.pending.PushBack(conn)
+		b.mu.Unlock()
 		b.conns.Add(1)
 		go func() {
 			defer b.conns.Done()
 			b.tunnel(conn)
-			b.mu.Lock()
-			delete(b.open, conn)
-			b.mu.Unlock()
 		}()
 	}
+}
+
+// ownersConn reports whether conn may go on to send its CONNECT: it was opened by the
+// bridge's own user or by root, or the OS cannot tell by whom. Any other user could only
+// guess the secret; refusing them here keeps them from taking places in pending.
+func (b *Bridge) ownersConn(conn net.Conn) bool {
+	if b.peerUID == nil {
+		return true
+	}
+	uid, err := b.peerUID(conn)
+	if err != nil {
+		if b.log != nil {
+			b.log.Debug("bridge: the owner of a connection is unknown; admitting it by its CONNECT alone", "error", err)
+		}
+		return true
+	}
+	return uid == b.uid || uid == 0
+}
+
+// admitted moves conn from pending to the tunnels, unless it was closed meanwhile or
+// MaxBridgeConns tunnels are open; it reports which, with the refusal to send.
+func (b *Bridge) admitted(conn net.Conn) (refusal string, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, waiting := b.waiting[conn]
+	if !waiting {
+		return "", false // pushed out of pending, and closed
+	}
+	b.pending.Remove(e)
+	delete(b.waiting, conn)
+	if len(b.tunnels) >= MaxBridgeConns {
+		return "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", false
+	}
+	b.tunnels[conn] = struct{}{}
+	return "", true
+}
+
+// forget removes conn from whichever set holds it.
+func (b *Bridge) forget(conn net.Conn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.waiting[conn]; ok {
+		b.pending.Remove(e)
+		delete(b.waiting, conn)
+	}
+	delete(b.tunnels, conn)
 }
 
 // tunnel answers one CONNECT and copies bytes both ways until either side closes.
 func (b *Bridge) tunnel(client net.Conn) {
 	defer client.Close()
-	_ = client.SetReadDeadline(time.Now().Add(connectTimeout))
+	defer b.forget(client)
+	_ = client.SetDeadline(time.Now().Add(connectTimeout))
 	header := &io.LimitedReader{R: client, N: maxConnectHeader}
 	br := bufio.NewReader(header)
 	if refusal := b.admit(br); refusal != "" {
 		_, _ = io.WriteString(client, refusal)
 		return
 	}
+	if refusal, ok := b.admitted(client); !ok {
+		_, _ = io.WriteString(client, refusal)
+		return
+	}
 	header.N = math.MaxInt64 // the tunnel's bytes
-	_ = client.SetReadDeadline(time.Time{})
+	_ = client.SetDeadline(time.Time{})
 	upstream, err := b.dial(context.Background())
 	if err != nil {
 		if b.log != nil {

@@ -79,6 +79,10 @@ func TestMain(m *testing.M) {
 		connectAndPrintStatus(addr)
 		os.Exit(0)
 	}
+	if addr := os.Getenv(holdEnv); addr != "" {
+		holdConnections(addr)
+		os.Exit(0)
+	}
 	if socket := os.Getenv(dialAsEnv); socket != "" {
 		conn, err := net.Dial("unix", socket)
 		if err != nil {
@@ -414,6 +418,28 @@ func connectAndPrintStatus(addr string) {
 		return
 	}
 	fmt.Print(status)
+}
+
+// holdEnv makes the test binary open $HOLD_N connections to the bridge at the address it
+// names, send nothing on them, print how many it opened, and keep them until its stdin
+// closes: the other local user of TestSecurityBridgeIdleConnectionsOfAnotherUser.
+const holdEnv = "KPLUG_EXECPROXY_HOLD"
+
+func holdConnections(addr string) {
+	n, _ := strconv.Atoi(os.Getenv("HOLD_N"))
+	var held []net.Conn
+	for range n {
+		c, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(context.Background(), "tcp", addr)
+		if err != nil {
+			break
+		}
+		held = append(held, c)
+	}
+	fmt.Printf("held %d\n", len(held))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range held {
+		_ = c.Close()
+	}
 }
 
 // connect sends a CONNECT request to the bridge at addr and returns the response's status

@@ -105,6 +105,13 @@ type routeState struct {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := reverseproxy.CheckConnection(r.Header); err != nil {
+		// The forward (to the local server or a peer) would drop the fields named: the
+		// server behind would answer another request than the client sent, one without
+		// its Impersonate-User, say.
+		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "mvproxy: "+err.Error(), 0)
+		return
+	}
 	caller, err := h.o.Identify(r)
 	if err != nil {
 		h.o.Metrics.ProxyError(ErrorUnauthenticated, discovery.GVR{})

@@ -55,6 +55,14 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := reverseproxy.NewStatusRecorder(w)
+		if err := reverseproxy.CheckConnection(r.Header); err != nil {
+			// ReverseProxy would drop the fields named, after the client chose them and
+			// before ModifyRequest signs: the API server would get another request (one
+			// without its Impersonate-User, say) than the one the client sent.
+			reverseproxy.WriteStatus(rec, http.StatusBadRequest, metav1.StatusReasonBadRequest, "exec proxy: "+err.Error(), 0)
+			m.observe(r.Method, rec.Code, time.Since(start))
+			return
+		}
 		// For an upgrade, the backend's end of the stream is recorded in pair, so that it can
 		// be closed when the client's end closes: TLS has no half-close to pass on.
 		pair := &upgradePair{clientClosed: hijackedClosed}
@@ -134,6 +142,7 @@ func (u *upgradeAware) renewOn(ch <-chan struct{}) {
 
 func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
 	if u.modify != nil {
+		asSent(req.Header)
 		if err := u.modify(req); err != nil {
 			return nil, fmt.Errorf("modifying the request: %w", err)
 		}
@@ -150,6 +159,15 @@ func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// asSent makes h what the transport writes, so that ModifyRequest signs what the API
+// server receives: both of Go's transports send only the first User-Agent line, which a
+// client may have sent twice.
+func asSent(h http.Header) {
+	if ua := h["User-Agent"]; len(ua) > 1 {
+		h["User-Agent"] = ua[:1]
+	}
 }
 
 // pairKey finds a request's upgradePair in its context.

@@ -42,7 +42,10 @@ type Options struct {
 	// IdleTimeout, if positive, ends Serve after that long without an open connection;
 	// upgraded streams (exec, attach, port-forward) count as open until they end.
 	IdleTimeout time.Duration
-	// ModifyRequest, if set, may change each outgoing request (add headers, sign it).
+	// ModifyRequest, if set, may change each outgoing request (add headers, sign it). It
+	// sees the request as it will be written: without the hop-by-hop fields, and with a
+	// User-Agent sent twice reduced to its first line, as Go's transports send it. A
+	// request whose Connection header names an end-to-end field never gets here (400).
 	ModifyRequest func(*http.Request) error
 	// GetClientCertificate, if set, presents a TLS client certificate to the API server,
 	// e.g. one whose key is a crypto.Signer held in hardware.

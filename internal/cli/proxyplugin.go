@@ -193,6 +193,9 @@ func headerFlag(flag, h string) (name, value string, err error) {
 		}
 		return "", "", &usageError{err: fmt.Errorf("invalid %s: want NAME=VALUE or NAME=@FILE, where NAME is a header name", what), showHelp: true}
 	}
+	if notForwarded(name) {
+		return "", "", &usageError{err: fmt.Errorf("invalid %s %s: the proxy does not forward that header as set (it is hop-by-hop, or the transport writes it from the request itself), so the API server would not get it, or not the value signed", flag, name), showHelp: true}
+	}
 	if file, ok := strings.CutPrefix(value, "@"); ok {
 		b, err := readHeaderFile(file)
 		if err != nil {
@@ -204,6 +207,18 @@ func headerFlag(flag, h string) (name, value string, err error) {
 		return "", "", invalidConfig(fmt.Errorf("%s %s: the value holds a control character (a line break?), which a header cannot carry", flag, name))
 	}
 	return name, value, nil
+}
+
+// notForwarded reports whether the proxy's transport drops or rewrites a header of that
+// name whatever the request's header map holds: the hop-by-hop headers (RFC 9110 §7.6.1;
+// HTTP/2 forbids them), and those it writes from the request's fields (Host,
+// Content-Length).
+func notForwarded(name string) bool {
+	switch strings.ToLower(name) {
+	case "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length":
+		return true
+	}
+	return false
 }
 
 // readHeaderFile reads a header value file of at most 64 KiB.

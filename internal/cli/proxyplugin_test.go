@@ -34,6 +34,9 @@ func TestHeaderFlag(t *testing.T) {
 		{flag: "X Api=s3cret", wantErr: "invalid --header: want NAME=VALUE or NAME=@FILE, where NAME is a header name"},
 		{flag: "X-Api-Key=@" + filepath.Join(dir, "missing"), wantErr: "--header X-Api-Key=@" + filepath.Join(dir, "missing") + ": open " + filepath.Join(dir, "missing") + ": no such file or directory"},
 		{flag: "X-Api-Key=@" + twoLines, wantErr: "--header X-Api-Key: the value holds a control character (a line break?), which a header cannot carry"},
+		{flag: "Connection=X-Api-Key", wantErr: "invalid --header Connection: the proxy does not forward that header as set (it is hop-by-hop, or the transport writes it from the request itself), so the API server would not get it, or not the value signed"},
+		{flag: "te=gzip", wantErr: "invalid --header te: the proxy does not forward that header as set (it is hop-by-hop, or the transport writes it from the request itself), so the API server would not get it, or not the value signed"},
+		{flag: "Host=other", wantErr: "invalid --header Host: the proxy does not forward that header as set (it is hop-by-hop, or the transport writes it from the request itself), so the API server would not get it, or not the value signed"},
 		{flag: "X-Api-Key=s3cret\r\nX-Injected: 1", wantErr: "--header X-Api-Key: the value holds a control character (a line break?), which a header cannot carry"},
 	}
 	for _, tt := range tests {

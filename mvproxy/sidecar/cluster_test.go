@@ -47,6 +47,8 @@ type backend struct {
 	// the connection without answering: a server that processed the request and
 	// crashed, or a connection reset, before the answer.
 	drop atomic.Bool
+	// header is the header of the last resource request answered with seen, as received.
+	header atomic.Pointer[http.Header]
 }
 
 // seen is what a backend answers to a resource request.
@@ -107,6 +109,8 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		body, _ := io.ReadAll(r.Body)
 		b.received.Add(1)
+		h := r.Header.Clone()
+		b.header.Store(&h)
 		_ = json.NewEncoder(w).Encode(seen{
 			Server: b.name, User: user, Groups: groups, Proxied: r.Header.Get(mvproxy.ProxiedHeader),
 			Token: r.Header.Get("Authorization") != "", Remote: r.Header.Get("X-Remote-User") != "", Body: string(body),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -341,4 +343,197 @@ func TestSecurityLeaseCleanupUnderClockSkew(t *testing.T) {
 		<-done
 		<-renewer
 	})
+}
+
+// TestSecurityForwardsTheIdentityItDecided sends requests with forged and duplicate
+// identity and loop-guard lines through a sidecar, to the local server and to a peer, as
+// a certificate user, a token user and a trusted peer: what the server behind receives is
+// exactly the identity the sidecar decided on (X-Remote-* set after ReverseProxy's
+// hop-by-hop removal, one line each, the one-hop guard as the route needs it), the token
+// only where it is the credential, and the rest of the request as sent. A request whose
+// Connection header names any of them (or anything but close, keep-alive and upgrade),
+// which ReverseProxy would remove as hop-by-hop, is refused and reaches no server.
+// Issue 27 N2 review: a proxy must forward what it decided on and what the client sent;
+// before, a client's Connection: Impersonate-User silently dropped its impersonation.
+func TestSecurityForwardsTheIdentityItDecided(t *testing.T) {
+	c := twoServers(t)
+	alice := clientCert(t, c.clientCA, "alice", "developers")
+	peer := clientCert(t, c.frontCA, "front-proxy-client")
+	forged := http.Header{
+		"X-Remote-User":  {"admin", "alice"},
+		"X-Remote-Group": {"system:masters"}, "X-Remote-Uid": {"0"}, "X-Remote-Extra-Scopes": {"all"},
+		"X-Kubernetes-Peer-Proxied": {"true"}, "X-Kubernetes-Apiserver-Rerouted": {"true"},
+		"Impersonate-User": {"carol"}, "Impersonate-Group": {"g1", "g2"}, "X-Other": {"kept"},
+	}
+	// A peer's request: its X-Remote-* name the user, the first line of X-Remote-User.
+	fromPeer := http.Header{
+		"X-Remote-User":  {"dave", "admin"},
+		"X-Remote-Group": {"team", "team2"}, "X-Kubernetes-Peer-Proxied": {"true"},
+		"Impersonate-User": {"carol"}, "Impersonate-Group": {"g1", "g2"}, "X-Other": {"kept"},
+	}
+	aliceID := http.Header{"X-Remote-User": {"alice"}, "X-Remote-Group": {"developers"}}
+	tests := []struct {
+		name   string
+		client *http.Client
+		via    int
+		path   string
+		header http.Header
+		server string
+		remote http.Header // the X-Remote-* and guard lines received, exactly
+		token  bool
+	}{
+		{"certificate user, local", c.httpClient(t, &alice, ""), 1, "/apis/apps/v1/deployments", forged, "server-1", aliceID, false},
+		{"certificate user, to a peer", c.httpClient(t, &alice, ""), 0, "/apis/apps/v1/deployments", forged, "server-1", withGuard(aliceID), false},
+		{"token user, local", c.httpClient(t, nil, tokenBob), 0, "/apis/batch/v1/jobs", forged, "server-0", http.Header{}, true},
+		{"token user, to a peer", c.httpClient(t, nil, tokenBob), 1, "/apis/batch/v1/jobs", forged, "server-0", withGuard(http.Header{}), true},
+		{"trusted peer, served locally", c.httpClient(t, &peer, ""), 1, "/apis/apps/v1/deployments", fromPeer, "server-1",
+			withGuard(http.Header{"X-Remote-User": {"dave"}, "X-Remote-Group": {"team", "team2"}}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, s, body := getSeen(t, tt.client, c.nodes[tt.via].srv.URL+tt.path, tt.header)
+			if code != http.StatusOK || s.Server != tt.server {
+				t.Fatalf("status %d from %q, want 200 from %s: %s", code, s.Server, tt.server, body)
+			}
+			b := c.nodes[0].backend
+			if tt.server == "server-1" {
+				b = c.nodes[1].backend
+			}
+			got := *b.header.Load()
+			remote := http.Header{}
+			for name, v := range got {
+				if strings.HasPrefix(name, "X-Remote-") || strings.HasPrefix(name, "X-Kubernetes-") {
+					remote[name] = v
+				}
+			}
+			if diff := cmp.Diff(tt.remote, remote); diff != "" {
+				t.Errorf("identity and guard headers received (-want +got):\n%s", diff)
+			}
+			if token := got.Get("Authorization") != ""; token != tt.token {
+				t.Errorf("Authorization received: %v, want %v", token, tt.token)
+			}
+			for name, want := range map[string][]string{"Impersonate-User": {"carol"}, "Impersonate-Group": {"g1", "g2"}, "X-Other": {"kept"}} {
+				if diff := cmp.Diff(want, got.Values(name)); diff != "" {
+					t.Errorf("%s received (-sent +received):\n%s", name, diff)
+				}
+			}
+		})
+	}
+	for _, connection := range []string{
+		"X-Remote-User, X-Remote-Group",
+		"keep-alive, Impersonate-User",
+		"Upgrade, Impersonate-Group",
+		"close, Authorization",
+		"X-Kubernetes-Peer-Proxied",
+	} {
+		for _, tt := range tests {
+			h := tt.header.Clone()
+			h.Set("Connection", connection)
+			before := c.nodes[0].backend.received.Load() + c.nodes[1].backend.received.Load()
+			code, _, body := getSeen(t, tt.client, c.nodes[tt.via].srv.URL+tt.path, h)
+			if code != http.StatusBadRequest || !strings.Contains(body, "only close, keep-alive and upgrade are accepted") {
+				t.Errorf("%s with Connection: %s: %d %s; want 400", tt.name, connection, code, body)
+			}
+			if after := c.nodes[0].backend.received.Load() + c.nodes[1].backend.received.Load(); after != before {
+				t.Errorf("%s with Connection: %s reached a server", tt.name, connection)
+			}
+		}
+	}
+}
+
+func withGuard(h http.Header) http.Header {
+	h = h.Clone()
+	h.Set(mvproxy.ProxiedHeader, "true")
+	return h
+}
+
+// TestSecurityRequestHeaderNamesOfTheLocalServer: the sidecar forwards certificate users
+// to kube-apiserver as X-Remote-* headers behind its front-proxy certificate, and removes
+// only those from clients' requests. kube-apiserver reads a user from the first of its
+// --requestheader-username-headers that is set, and groups from all of its
+// --requestheader-group-headers: with another name among them, a client could name itself
+// admin or add system:masters. Serve reads the names kube-apiserver publishes and refuses
+// such a server; the end-to-end test TestSecurityMixedVersionProxyRequestHeaderNames shows
+// the real kube-apiserver reading the extra name.
+// Issue 27 N2 review: the identity headers the proxy removed were not all those the
+// server behind reads.
+func TestSecurityRequestHeaderNamesOfTheLocalServer(t *testing.T) {
+	published := func(kv ...string) map[string]string {
+		d := map[string]string{
+			"requestheader-client-ca-file":       "-----BEGIN CERTIFICATE-----",
+			"requestheader-username-headers":     `["X-Remote-User"]`,
+			"requestheader-group-headers":        `["X-Remote-Group"]`,
+			"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+			"requestheader-uid-headers":          `["X-Remote-Uid"]`,
+		}
+		for i := 0; i < len(kv); i += 2 {
+			d[kv[i]] = kv[i+1]
+		}
+		return d
+	}
+	for _, tt := range []struct {
+		name string
+		data map[string]string // nil: no ConfigMap
+		want string
+	}{
+		{"kubeadm's names", published(), ""},
+		{"no UID header", published("requestheader-uid-headers", ""), ""},
+		{"names in another case", published("requestheader-username-headers", `["x-remote-user"]`), ""},
+		{"no ConfigMap", nil, ""},
+		{"no front proxy trusted", published("requestheader-client-ca-file", "", "requestheader-group-headers", `["X-Groups"]`), ""},
+		{"a second group header", published("requestheader-group-headers", `["X-Remote-Group","X-Groups"]`),
+			"the local kube-apiserver reads identity from --requestheader-group-headers=X-Remote-Group,X-Groups, but the sidecar sets and removes only X-Remote-Group: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-group-headers=X-Remote-Group"},
+		{"another user header first", published("requestheader-username-headers", `["X-User","X-Remote-User"]`),
+			"the local kube-apiserver reads identity from --requestheader-username-headers=X-User,X-Remote-User, but the sidecar sets and removes only X-Remote-User: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-username-headers=X-Remote-User"},
+		{"another extra prefix", published("requestheader-extra-headers-prefix", `["X-Remote-Extra-","X-Extra-"]`),
+			"the local kube-apiserver reads identity from --requestheader-extra-headers-prefix=X-Remote-Extra-,X-Extra-, but the sidecar sets and removes only X-Remote-Extra-: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-extra-headers-prefix=X-Remote-Extra-"},
+		{"another UID header", published("requestheader-uid-headers", `["X-Uid"]`),
+			"the local kube-apiserver reads identity from --requestheader-uid-headers=X-Uid, but the sidecar sets and removes only X-Remote-Uid: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-uid-headers=X-Remote-Uid"},
+		{"no user header", published("requestheader-username-headers", `[]`),
+			"the local kube-apiserver reads identity from --requestheader-username-headers=, but the sidecar sets and removes only X-Remote-User: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-username-headers=X-Remote-User"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			if tt.data != nil {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: "kube-system"}, Data: tt.data}
+				if _, err := client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := checkRequestHeaders(t.Context(), client)
+			var got string
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+
+	// Serve refuses such a server before it listens.
+	c := newTestCAs(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: "kube-system"},
+		Data: published("requestheader-group-headers", `["X-Remote-Group","X-Groups"]`)}
+	if _, err := c.client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods"))
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	o, _ := c.options(t, "server-0", b, ln)
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sidecar that serves instead returns nil once this context ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var mismatch *RequestHeaderError
+	if err := s.Serve(ctx); !errors.As(err, &mismatch) || mismatch.Flag != "requestheader-group-headers" {
+		t.Errorf("Serve beside a server reading X-Groups: %v, want a *RequestHeaderError", err)
+	}
 }

@@ -21,7 +21,20 @@ import (
 // accepting connections, lets requests in progress finish for up to ShutdownTimeout
 // (closing what is still open after it, such as watches), deletes its Lease and returns:
 // nil after ctx ended, the error otherwise. Serve is called once.
+//
+// Before it serves, it reads which identity headers the local kube-apiserver reads from
+// front proxies (the ConfigMap kube-system/extension-apiserver-authentication) and
+// refuses, with a *RequestHeaderError, to forward users to one that reads other names
+// than the X-Remote-* it sets and removes. Where it may not read them, it warns and
+// serves.
 func (s *Sidecar) Serve(ctx context.Context) error {
+	if err := checkRequestHeaders(ctx, s.o.Client); err != nil {
+		var mismatch *RequestHeaderError
+		if errors.As(err, &mismatch) {
+			return fmt.Errorf("sidecar: %w", err)
+		}
+		s.o.Logger.Warn("cannot check which identity headers the local kube-apiserver reads: grant the sidecar's user get on configmaps/"+authenticationConfigName+" in "+authenticationConfigNamespace+" (the built-in Role extension-apiserver-authentication-reader; docs/peerproxy-rbac.yaml)", "err", err)
+	}
 	ln := s.o.Listener
 	if ln == nil {
 		var err error
