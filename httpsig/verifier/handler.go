@@ -1,7 +1,6 @@
 package verifier
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -64,13 +63,22 @@ type Handler struct {
 	proxy *httputil.ReverseProxy
 }
 
-// NewHandler checks o and returns the front proxy. For each request it first removes
-// every header a client could assert an identity with (the identity headers,
-// Authorization, Proxy-Authorization), then authenticates what is left: a refused
-// request is answered 401 with a metav1.Status naming the reason; an accepted one loses
-// its signature fields, gains the identity headers and is forwarded, upgrades (exec,
-// port-forward) and watches included. Impersonate-* headers pass on: the signature
-// covers them and kube-apiserver authorizes them against the signer.
+// NewHandler checks o and returns the front proxy. For each request it first refuses
+// (400) a Connection header naming anything but close, keep-alive and upgrade, which
+// would have the forwarding drop the fields it names; then it removes every header a
+// client could assert an identity with (the identity headers, Authorization,
+// Proxy-Authorization), and authenticates what is left: a refused request is answered
+// 401 with a metav1.Status naming the reason; an accepted one loses its signature
+// fields, gains the identity headers and is forwarded, upgrades (exec, port-forward) and
+// watches included. Impersonate-* headers pass on: the signature covers them and
+// kube-apiserver authorizes them against the signer.
+//
+// What reaches kube-apiserver is what was verified: at the last step before the wire,
+// every header field that a signature of the request covers (but the signature fields
+// themselves) must be about to leave with the very field lines that were verified, and
+// the method, path and query as verified (the path under Upstream's path); a request for
+// which that does not hold is answered 400 and not sent. Only @authority changes: the
+// client addressed this proxy, which forwards to Upstream.
 func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Authenticator == nil {
 		return nil, errors.New("verifier: no Authenticator")
@@ -85,12 +93,21 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{o: o}
+	base := o.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:    h.rewrite,
-		Transport:  o.Transport,
+		Transport:  &checkedTransport{base: base, prefix: o.Upstream.EscapedPath()},
 		BufferPool: reverseproxy.BufferPool,
 		ErrorLog:   reverseproxy.ErrorLog(o.Logger),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if ae := (*AlteredError)(nil); errors.As(err, &ae) {
+				o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+				reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+				return
+			}
 			o.Logger.Warn("signature proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "error", err)
 			reverseproxy.WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the signature proxy could not reach kube-apiserver", 0)
 		},
@@ -99,9 +116,12 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	return h, nil
 }
 
-type userKey struct{}
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := reverseproxy.CheckConnection(r.Header); err != nil {
+		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		return
+	}
 	h.strip(r.Header)
 	user, err := h.o.Authenticator.Authenticate(r)
 	if err != nil {
@@ -114,7 +134,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reverseproxy.WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: "+err.Error(), 0)
 		return
 	}
-	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+	v, err := newVerified(r, user)
+	if err != nil { // not reached: the request was accepted with the same fields
+		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		return
+	}
+	h.proxy.ServeHTTP(w, r.WithContext(withVerified(r.Context(), v)))
 }
 
 // rewrite sets the identity on the outgoing request. It runs after ReverseProxy has
@@ -126,10 +151,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	for _, name := range []string{"Signature", "Signature-Input", httpsig.CertificateHeader} {
 		out.Del(name)
 	}
-	user, _ := pr.In.Context().Value(userKey{}).(*authenticationv1.UserInfo)
-	if user == nil {
-		return // not reached: ServeHTTP always sets it
+	v := verifiedOf(pr.In.Context())
+	if v == nil {
+		return // not reached: ServeHTTP always sets it, and checkedTransport refuses without it
 	}
+	user := v.user
 	out.Set(h.o.Headers.Username[0], user.Username)
 	if user.UID != "" && len(h.o.Headers.UID) > 0 {
 		out.Set(h.o.Headers.UID[0], user.UID)

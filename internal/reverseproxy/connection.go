@@ -1,0 +1,32 @@
+package reverseproxy
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// CheckConnection refuses a Connection header that names anything but close, keep-alive
+// and upgrade, in any of its field lines and in any case. httputil.ReverseProxy removes
+// every field that Connection names (RFC 9110 §7.6.1), so a proxy that checks a request
+// and then forwards it would otherwise let the client choose which of the checked fields
+// never reach the upstream: a signed Impersonate-User named in Connection is verified, then
+// dropped. Those three options are all that HTTP/1.1 clients send; none names an
+// end-to-end field. Over HTTP/2 Connection is a protocol error and never reaches a handler.
+func CheckConnection(h http.Header) error {
+	for _, line := range h.Values("Connection") {
+		for token := range strings.SplitSeq(line, ",") {
+			// ReverseProxy trims these (textproto.TrimString) before it removes a field.
+			token = strings.Trim(token, " \t\r\n")
+			switch strings.ToLower(token) {
+			case "", "close", "keep-alive", "upgrade":
+				continue
+			}
+			if len(token) > 64 {
+				token = token[:64] + "..."
+			}
+			return fmt.Errorf("the Connection header names %q: only close, keep-alive and upgrade are accepted, because a proxy removes every field that Connection names before it forwards the request", token)
+		}
+	}
+	return nil
+}
