@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -55,12 +56,31 @@ type HandlerOptions struct {
 	Headers RequestHeaders
 	// Logger hears about refused requests (at info) and upstream failures; nil discards.
 	Logger *slog.Logger
+	// BodyBudget bounds the bytes of request bodies held in memory at once, across all
+	// requests: a body is buffered whole to check its digest, once its request's
+	// certificate and signature have verified. A request whose body does not fit is
+	// answered 429 with Retry-After, and not forwarded. Zero means DefaultBodyBudget; it
+	// must be at least httpsig.MaxBodyBytes+1.
+	BodyBudget int64
+	// BodyReadTimeout bounds the time from a request's headers to the end of its body
+	// (a client that trickles its body is cut off); zero means DefaultBodyReadTimeout.
+	// Requests without a body (watches, upgrades) are not bound by it.
+	BodyReadTimeout time.Duration
 }
+
+// Defaults of HandlerOptions.
+const (
+	// DefaultBodyBudget holds 21 request bodies of kube-apiserver's largest size at once.
+	DefaultBodyBudget = 64 << 20
+	// DefaultBodyReadTimeout is kube-apiserver's default request timeout.
+	DefaultBodyReadTimeout = time.Minute
+)
 
 // Handler is the verifying front proxy. It is safe for concurrent use.
 type Handler struct {
-	o     HandlerOptions
-	proxy *httputil.ReverseProxy
+	o      HandlerOptions
+	proxy  *httputil.ReverseProxy
+	budget budget
 }
 
 // NewHandler checks o and returns the front proxy. For each request it first refuses
@@ -92,7 +112,16 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{o: o}
+	switch {
+	case o.BodyBudget == 0:
+		o.BodyBudget = DefaultBodyBudget
+	case o.BodyBudget <= httpsig.MaxBodyBytes:
+		return nil, fmt.Errorf("verifier: a body budget of %d bytes cannot hold one body of kube-apiserver's largest size (%d bytes)", o.BodyBudget, httpsig.MaxBodyBytes)
+	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	h := &Handler{o: o, budget: budget{limit: o.BodyBudget}}
 	base := o.Transport
 	if base == nil {
 		base = http.DefaultTransport
@@ -123,7 +152,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.strip(r.Header)
+	rc := http.NewResponseController(w)
+	body := h.budget.wrap(r)
+	if body != nil {
+		defer body.release()
+		// Until the body is in, or for good when the request is refused: the server goes
+		// on reading a refused body to reuse the connection, and a client must not hold
+		// the connection by trickling it. Unsupported only by test recorders.
+		_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout))
+	}
 	user, err := h.o.Authenticator.Authenticate(r)
+	if body != nil && errors.Is(err, errOverBudget) {
+		h.o.Logger.Warn("signature proxy: request bodies over budget; answering 429", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "budget", h.o.BodyBudget)
+		reverseproxy.WriteStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
+			fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20), 1)
+		return
+	}
 	if err != nil {
 		var he *httpsig.Error
 		outcome := httpsig.Outcome("")
@@ -133,6 +177,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "outcome", outcome, "error", err)
 		reverseproxy.WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: "+err.Error(), 0)
 		return
+	}
+	if body != nil {
+		_ = rc.SetReadDeadline(time.Time{}) // the body is in; an upgraded connection lives on
 	}
 	v, err := newVerified(r, user)
 	if err != nil { // not reached: the request was accepted with the same fields

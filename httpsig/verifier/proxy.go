@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/internal/reverseproxy"
@@ -44,7 +45,18 @@ type ProxyOptions struct {
 	// Metrics and Logger as in Options and HandlerOptions.
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// MaxConnections bounds the client connections open at once; more wait to be
+	// accepted. Zero means DefaultMaxConnections.
+	MaxConnections int
+	// BodyBudget and BodyReadTimeout are as in HandlerOptions.
+	BodyBudget      int64
+	BodyReadTimeout time.Duration
 }
+
+// DefaultMaxConnections bounds a Proxy's client connections: with kube-apiserver's
+// 1 MiB of request headers, what clients that have not authenticated can make the
+// proxy hold stays near 1 GiB at worst.
+const DefaultMaxConnections = 1024
 
 // Proxy is the signature proxy: Handler behind a TLS server, with its configuration
 // reloaded when the file changes. A reload that fails validation is logged and the
@@ -73,11 +85,15 @@ func NewProxy(o ProxyOptions) (*Proxy, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 10 * time.Second
 	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
 	p := &Proxy{o: o}
 	if _, err := p.Reload(); err != nil {
 		return nil, err
 	}
-	h, err := NewHandler(HandlerOptions{Authenticator: p, Upstream: o.Upstream, Transport: o.Transport, Headers: o.Headers, Logger: o.Logger})
+	h, err := NewHandler(HandlerOptions{Authenticator: p, Upstream: o.Upstream, Transport: o.Transport, Headers: o.Headers, Logger: o.Logger,
+		BodyBudget: o.BodyBudget, BodyReadTimeout: o.BodyReadTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +133,8 @@ func (p *Proxy) Reload() (bool, error) {
 // Serve listens, serves over TLS (HTTP/2 and HTTP/1.1, the latter for upgrades) with
 // kube-apiserver's server limits (at most 1 MiB of request headers, read within 32 s; idle
 // connections closed after 90 s; over HTTP/2, 100 concurrent streams per connection and
-// 256 KiB frames; no write timeout, which would cut watches), follows the configuration
+// 256 KiB frames; no write timeout, which would cut watches) and at most MaxConnections
+// connections at once, follows the configuration
 // file, and when ctx ends stops accepting connections, lets requests finish for up to
 // ShutdownTimeout and returns nil; or returns the error that stopped serving. Serve is
 // called once.
@@ -129,6 +146,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 			return fmt.Errorf("verifier: listening on %s: %w", p.o.ListenAddress, err)
 		}
 	}
+	ln = netutil.LimitListener(ln, p.o.MaxConnections)
 	srv := reverseproxy.NewServer(p, &tls.Config{
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.o.GetServingCertificate() },
 		NextProtos:     []string{"h2", "http/1.1"}, // upgrades need the latter
