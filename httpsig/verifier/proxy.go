@@ -2,6 +2,7 @@ package verifier
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -59,8 +61,9 @@ type ProxyOptions struct {
 const DefaultMaxConnections = 1024
 
 // Proxy is the signature proxy: Handler behind a TLS server, with its configuration
-// reloaded when the file changes. A reload that fails validation is logged and the
-// previous configuration kept (KEP-6308 "Server configuration").
+// reloaded when the file, or a certificateAuthorityFile it names, changes. Each load is
+// logged with the trust anchors it added and removed. A reload that fails validation is
+// logged and the previous configuration kept (KEP-6308 "Server configuration").
 type Proxy struct {
 	o       ProxyOptions
 	handler *Handler
@@ -109,8 +112,11 @@ func (p *Proxy) Authenticate(req *http.Request) (*authenticationv1.UserInfo, err
 // ServeHTTP is the Handler's.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
 
-// Reload reads the configuration file and, if its content changed and is valid, uses it
-// from the next request on (with a fresh certificate cache). It reports whether it
+// Reload reads the configuration file and, if it or a certificateAuthorityFile it names
+// changed and the result is valid, uses it from the next request on (with a fresh
+// certificate cache: a CA removed from its file is trusted no more, also for certificates
+// it already vouched for). It logs what changed (the files, and the trust anchors added
+// and removed by authenticator, subject and SHA-256 fingerprint) and reports whether it
 // changed the configuration; on error the configuration in use stays. Reload is not safe
 // for concurrent use with itself; Serve calls it every ReloadInterval.
 func (p *Proxy) Reload() (bool, error) {
@@ -118,7 +124,9 @@ func (p *Proxy) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("verifier: reading the authentication configuration: %w", err)
 	}
-	if string(data) == p.content {
+	old := p.auth.Load()
+	configChanged := old == nil || string(data) != p.content
+	if !configChanged && !old.cfg.FilesChanged() {
 		return false, nil
 	}
 	cfg, err := ParseConfig(data, filepath.Dir(p.o.ConfigFile), p.o.Logger)
@@ -127,7 +135,40 @@ func (p *Proxy) Reload() (bool, error) {
 	}
 	p.auth.Store(New(cfg, Options{Metrics: p.o.Metrics}))
 	p.content = string(data)
+	p.logLoad(old, cfg, configChanged)
 	return true, nil
+}
+
+// logLoad says what a load changed: the trust anchors that come and go say whom the
+// proxy trusts from now on.
+func (p *Proxy) logLoad(old *Authenticator, cfg *Config, configChanged bool) {
+	if old == nil {
+		p.o.Logger.Info("signature proxy: authentication configuration loaded", "file", p.o.ConfigFile, "authenticators", cfg.AuthenticatorNames(), "anchors", cfg.anchors())
+		return
+	}
+	var files []string
+	if configChanged {
+		files = append(files, p.o.ConfigFile)
+	}
+	for _, f := range old.cfg.files {
+		if data, err := os.ReadFile(f.path); err != nil || sha256.Sum256(data) != f.sum { //nolint:gosec // the operator names the file
+			files = append(files, f.path)
+		}
+	}
+	before, after := old.cfg.anchors(), cfg.anchors()
+	p.o.Logger.Info("signature proxy: authentication configuration reloaded", "changed", slices.Compact(files),
+		"anchors_added", without(after, before), "anchors_removed", without(before, after), "authenticators", cfg.AuthenticatorNames())
+}
+
+// without is the elements of xs not in ys.
+func without(xs, ys []string) []string {
+	out := []string{}
+	for _, x := range xs {
+		if !slices.Contains(ys, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Serve listens, serves over TLS (HTTP/2 and HTTP/1.1, the latter for upgrades) with
@@ -173,12 +214,8 @@ func (p *Proxy) follow(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		changed, err := p.Reload()
-		switch {
-		case err != nil:
+		if _, err := p.Reload(); err != nil {
 			p.o.Logger.Warn("signature proxy: keeping the current authentication configuration; the changed file is invalid", "error", err)
-		case changed:
-			p.o.Logger.Info("signature proxy: authentication configuration reloaded", "file", p.o.ConfigFile)
 		}
 	}
 }

@@ -1,11 +1,16 @@
 package verifier
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -185,4 +190,66 @@ func TestSecurityConnectionCap(t *testing.T) {
 		t.Error(err)
 	}
 	_ = open[1].Close()
+}
+
+// TestSecurityRemovedCAStopsBeingTrusted (issue 27, N4): a CA removed from the
+// certificateAuthorityFile, the configuration file untouched, is trusted no more after the
+// next reload, also for a certificate it vouched for before (the certificate cache goes
+// with the old configuration); the reload is logged with the anchor removed.
+func TestSecurityRemovedCAStopsBeingTrusted(t *testing.T) {
+	t.Parallel()
+	ca0, ca1 := testpki.NewTestCA(t, "signing CA 0"), testpki.NewTestCA(t, "signing CA 1")
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "cas.pem")
+	writeConfig(t, caFile, string(ca0.CertPEM)+string(ca1.CertPEM))
+	inline := "      certificateAuthority: |\n" + indent(ca0.CertPEM, 8) + "\n"
+	config := filepath.Join(dir, "authn.yaml")
+	writeConfig(t, config, strings.Replace(configYAML(ca0), inline, "      certificateAuthorityFile: cas.pem\n", 1))
+	serving, err := testpki.NewTestCA(t, "serving CA").IssueServing("proxy", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := serving.MustTLS(t)
+	var logs bytes.Buffer
+	p, err := NewProxy(ProxyOptions{ConfigFile: config, Upstream: &url.URL{Scheme: "https", Host: "127.0.0.1:1"}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		GetServingCertificate: func() (*tls.Certificate, error) { return &cert, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	leaf, key := leafFrom(t, ca1, "alice", nil, now.Add(-time.Hour), now.Add(time.Hour))
+	authenticate := func() (string, error) {
+		const path = "/api/v1/namespaces/default/configmaps"
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, strings.NewReader("{}"))
+		req.Host = "example.com"
+		req.Header = signedHeader(t, key, leaf, time.Now(), path, "{}")
+		u, err := p.Authenticate(req)
+		if err != nil {
+			return "", err
+		}
+		return u.Username, nil
+	}
+	if user, err := authenticate(); user != "cert:alice" || err != nil {
+		t.Fatalf("while CA 1 is in the file: %q %v", user, err)
+	}
+	if changed, err := p.Reload(); changed || err != nil {
+		t.Errorf("nothing changed, yet Reload says %v %v", changed, err)
+	}
+	writeConfig(t, caFile, string(ca0.CertPEM))
+	if changed, err := p.Reload(); !changed || err != nil {
+		t.Fatalf("CA 1 removed from %s: Reload says %v %v", caFile, changed, err)
+	}
+	if user, err := authenticate(); err == nil || outcomeOf(err) != UnknownIssuer {
+		t.Errorf("after CA 1 was removed: %q %v (%s); want %s", user, err, outcomeOf(err), UnknownIssuer)
+	}
+	removed := fmt.Sprintf("a0: CN=signing CA 1 (sha256:%x)", sha256.Sum256(ca1.Cert.Raw))
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "configuration reloaded") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "changed=["+caFile+"]") || !strings.Contains(line, `anchors_added=[]`) || !strings.Contains(line, `anchors_removed="[`+removed+`]"`) {
+		t.Errorf("the reload's log line %q does not say that %s changed and %s was removed", line, caFile, removed)
+	}
 }
