@@ -55,14 +55,19 @@ type readFile struct {
 // FilesChanged reports whether a certificateAuthorityFile the configuration was read from
 // holds something else now, or cannot be read: the configuration no longer says what
 // those files say.
-func (c *Config) FilesChanged() bool {
+func (c *Config) FilesChanged() bool { return len(c.changedFiles()) > 0 }
+
+// changedFiles are the certificateAuthorityFiles that hold something else now, or cannot
+// be read.
+func (c *Config) changedFiles() []string {
+	var changed []string
 	for _, f := range c.files {
-		data, err := os.ReadFile(f.path) //nolint:gosec // the operator names the file
+		data, err := os.ReadFile(f.path)
 		if err != nil || sha256.Sum256(data) != f.sum {
-			return true
+			changed = append(changed, f.path)
 		}
 	}
-	return false
+	return changed
 }
 
 // anchors lists each trust anchor as "authenticator: subject (sha256:fingerprint)", for

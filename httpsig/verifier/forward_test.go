@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -58,8 +59,8 @@ func (u *recordingUpstream) requests() []received {
 
 // signedSend signs a request with key and cert, covering extra beside what the profile
 // covers, lets tamper change it as an intermediary would, sends it to front and returns
-// the request as it left the client (with its body) and the answer.
-func signedSend(t *testing.T, front string, key *ecdsa.PrivateKey, cert *x509.Certificate, now time.Time, extra map[string]string, tamper func(*http.Request)) (received, *http.Response, []byte) {
+// the request as it left the client (with its body) and the answer's status and body.
+func signedSend(t *testing.T, front string, key *ecdsa.PrivateKey, cert *x509.Certificate, now time.Time, extra map[string]string, tamper func(*http.Request)) (received, int, []byte) {
 	t.Helper()
 	headers := map[string]string{httpsig.AudienceHeader: "https://cluster.example"}
 	for k, v := range extra {
@@ -98,7 +99,7 @@ func signedSend(t *testing.T, front string, key *ecdsa.PrivateKey, cert *x509.Ce
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(resp.Body)
-	return sent, resp, answer
+	return sent, resp.StatusCode, answer
 }
 
 // covered is every field the signatures of a request as sent cover (the signature fields
@@ -169,21 +170,21 @@ func TestSecurityUpstreamReceivesWhatWasVerified(t *testing.T) {
 			}
 			front := httptest.NewServer(h)
 			t.Cleanup(front.Close)
-			sent, resp, answer := signedSend(t, front.URL, key, leaf, f.now, tc.extra, tc.tamper)
+			sent, code, answer := signedSend(t, front.URL, key, leaf, f.now, tc.extra, tc.tamper)
 			got := up.requests()
 			if tc.want != "" {
 				var s metav1.Status
 				_ = json.Unmarshal(answer, &s)
-				if resp.StatusCode != http.StatusBadRequest || s.Reason != metav1.StatusReasonBadRequest || s.Message != tc.want {
-					t.Errorf("%d %s; want 400 %q", resp.StatusCode, answer, tc.want)
+				if code != http.StatusBadRequest || s.Reason != metav1.StatusReasonBadRequest || s.Message != tc.want {
+					t.Errorf("%d %s; want 400 %q", code, answer, tc.want)
 				}
 				if len(got) != 0 {
 					t.Errorf("the upstream received %d requests: %v", len(got), got[0].header)
 				}
 				return
 			}
-			if resp.StatusCode != http.StatusOK || len(got) != 1 {
-				t.Fatalf("%d %s, %d requests upstream", resp.StatusCode, answer, len(got))
+			if code != http.StatusOK || len(got) != 1 {
+				t.Fatalf("%d %s, %d requests upstream", code, answer, len(got))
 			}
 			in := got[0]
 			names := covered(t, sent.header)
@@ -202,6 +203,60 @@ func TestSecurityUpstreamReceivesWhatWasVerified(t *testing.T) {
 			}
 			if in.header.Get("X-Remote-User") != "cert:alice" {
 				t.Errorf("upstream identity %q", in.header.Get("X-Remote-User"))
+			}
+		})
+	}
+}
+
+// TestVerifiedCheck: the comparison of an outgoing request with what was verified, for
+// what the end-to-end test above does not reach: the request target under Upstream's path,
+// and the fields the transport writes on its own (User-Agent, Content-Length).
+func TestVerifiedCheck(t *testing.T) {
+	t.Parallel()
+	in := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/api/v1/namespaces/a%2Fb/configmaps?labelSelector=a%3Db", strings.NewReader("{}"))
+	in.Header.Set("Signature-Input", `sig1=("@method" "@path" "user-agent" "content-length" "x-custom");keyid="k"`)
+	in.Header.Set("User-Agent", "kubectl")
+	in.Header.Set("Content-Length", "2")
+	in.Header.Add("X-Custom", "a")
+	in.Header.Add("X-Custom", "b")
+	v, err := newVerified(in, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		prefix string
+		change func(*http.Request)
+		want   string // the component refused; "" for none
+	}{
+		{name: "as verified"},
+		{name: "under Upstream's path", prefix: "/k8s/", change: func(r *http.Request) { r.URL.Path, r.URL.RawPath = "/k8s"+r.URL.Path, "/k8s"+r.URL.RawPath }},
+		{name: "method", change: func(r *http.Request) { r.Method = http.MethodPut }, want: "@method"},
+		{name: "path decoded", change: func(r *http.Request) { r.URL.RawPath = "" }, want: "@path"},
+		{name: "query re-encoded", change: func(r *http.Request) { r.URL.RawQuery = "labelSelector=a=b" }, want: "@query"},
+		{name: "lines joined", change: func(r *http.Request) { r.Header.Set("X-Custom", "a, b") }, want: "x-custom"},
+		{name: "lines reordered", change: func(r *http.Request) { r.Header["X-Custom"] = []string{"b", "a"} }, want: "x-custom"},
+		{name: "a second User-Agent line, which the transport drops", change: func(r *http.Request) { r.Header.Add("User-Agent", "evil") }, want: ""},
+		{name: "User-Agent emptied", change: func(r *http.Request) { r.Header.Set("User-Agent", "") }, want: "user-agent"},
+		{name: "another length", change: func(r *http.Request) { r.ContentLength = 3 }, want: "content-length"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := in.Clone(t.Context())
+			out.URL.Scheme, out.URL.Host = "https", "upstream.example"
+			if tc.change != nil {
+				tc.change(out)
+			}
+			got := ""
+			if err := v.check(out, tc.prefix); err != nil {
+				var ae *AlteredError
+				if !errors.As(err, &ae) {
+					t.Fatalf("%v is not an *AlteredError", err)
+				}
+				got = ae.Component
+			}
+			if got != tc.want {
+				t.Errorf("refused %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package verifier
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -150,13 +149,9 @@ func (p *Proxy) logLoad(old *Authenticator, cfg *Config, configChanged bool) {
 	if configChanged {
 		files = append(files, p.o.ConfigFile)
 	}
-	for _, f := range old.cfg.files {
-		if data, err := os.ReadFile(f.path); err != nil || sha256.Sum256(data) != f.sum { //nolint:gosec // the operator names the file
-			files = append(files, f.path)
-		}
-	}
+	files = append(files, old.cfg.changedFiles()...)
 	before, after := old.cfg.anchors(), cfg.anchors()
-	p.o.Logger.Info("signature proxy: authentication configuration reloaded", "changed", slices.Compact(files),
+	p.o.Logger.Info("signature proxy: authentication configuration reloaded", "changed", files,
 		"anchors_added", without(after, before), "anchors_removed", without(before, after), "authenticators", cfg.AuthenticatorNames())
 }
 
