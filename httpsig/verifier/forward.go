@@ -86,7 +86,10 @@ type AlteredError struct {
 }
 
 func (e *AlteredError) Error() string {
-	return fmt.Sprintf("the signed %s would not reach kube-apiserver as it was signed; send the request without covering it (hop-by-hop and forwarding fields are not forwarded as they arrive), or with its target percent-encoded as Go encodes it", e.Component)
+	if strings.HasPrefix(e.Component, "@") {
+		return fmt.Sprintf("the signed %s would not reach kube-apiserver as it was signed: send the request target percent-encoded as Go's net/url encodes it", e.Component)
+	}
+	return fmt.Sprintf("the signed field %s would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it", e.Component)
 }
 
 // check compares the outgoing request with what was verified; prefix is Upstream's

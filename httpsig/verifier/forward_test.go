@@ -150,15 +150,15 @@ func TestSecurityUpstreamReceivesWhatWasVerified(t *testing.T) {
 			r.Header.Add("Connection", "content-type, Audit-Id,X-K8s-Audience, impersonate-extra-scopes")
 		}, want: `signature proxy: the Connection header names "content-type": only close, keep-alive and upgrade are accepted, because a proxy removes every field that Connection names before it forwards the request`},
 		{name: "covered TE that forwarding rewrites", extra: map[string]string{"TE": "trailers, deflate"},
-			want: "signature proxy: the signed te would not reach kube-apiserver as it was signed; send the request without covering it (hop-by-hop and forwarding fields are not forwarded as they arrive), or with its target percent-encoded as Go encodes it"},
+			want: "signature proxy: the signed field te would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 		{name: "covered Keep-Alive", extra: map[string]string{"Keep-Alive": "timeout=5"},
-			want: "signature proxy: the signed keep-alive would not reach kube-apiserver as it was signed; send the request without covering it (hop-by-hop and forwarding fields are not forwarded as they arrive), or with its target percent-encoded as Go encodes it"},
+			want: "signature proxy: the signed field keep-alive would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 		{name: "covered Upgrade without Connection: upgrade", extra: map[string]string{"Upgrade": "websocket"},
-			want: "signature proxy: the signed upgrade would not reach kube-apiserver as it was signed; send the request without covering it (hop-by-hop and forwarding fields are not forwarded as they arrive), or with its target percent-encoded as Go encodes it"},
+			want: "signature proxy: the signed field upgrade would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 		{name: "covered Proxy-Connection", extra: map[string]string{"Proxy-Connection": "keep-alive"},
-			want: "signature proxy: the signed proxy-connection would not reach kube-apiserver as it was signed; send the request without covering it (hop-by-hop and forwarding fields are not forwarded as they arrive), or with its target percent-encoded as Go encodes it"},
+			want: "signature proxy: the signed field proxy-connection would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 		{name: "covered X-Forwarded-For", extra: map[string]string{"X-Forwarded-For": "10.0.0.7"},
-			want: "signature proxy: the signed x-forwarded-for would not reach kube-apiserver as it was signed; send the request without covering it (hop-by-hop and forwarding fields are not forwarded as they arrive), or with its target percent-encoded as Go encodes it"},
+			want: "signature proxy: the signed field x-forwarded-for would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
