@@ -176,6 +176,11 @@ func authority(req *http.Request) string {
 	return host
 }
 
+// Target is the values of @path and @query (the latter without its "?") that Verify
+// computes for req: a proxy that forwards a verified request compares them with what it
+// sends.
+func Target(req *http.Request) (path, query string) { return target(req) }
+
 // target is the request target's path and raw query, as on the wire: a server request's
 // RequestURI when it is in origin form, else what Go's client writes from the URL.
 func target(req *http.Request) (path, query string) {

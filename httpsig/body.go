@@ -20,9 +20,28 @@ const contentDigestHeader = "Content-Digest"
 // errBodyTooLarge is a body over MaxBodyBytes.
 var errBodyTooLarge = fmt.Errorf("request body is over %d bytes, kube-apiserver's limit", MaxBodyBytes)
 
+// BodyReserver is implemented by a request body whose reader accounts for the memory a
+// body takes once buffered whole, such as a server's budget across requests. Before it
+// buffers a body, Verify (or Sign) calls Reserve with the bytes it is about to hold: the
+// Content-Length plus one, or MaxBodyBytes plus one when the length is unknown. A
+// verifier reads a body only once a signature covering its digest has verified under a
+// key resolve trusted. An error stops Verify, which returns it as it is (not as an
+// *Error: the request was not refused, the server is busy), and nothing is read.
+type BodyReserver interface {
+	Reserve(n int64) error
+}
+
+// reserveError is a BodyReserver's refusal, kept apart from errors reading the body.
+type reserveError struct{ err error }
+
+func (e *reserveError) Error() string { return e.err.Error() }
+func (e *reserveError) Unwrap() error { return e.err }
+
 // readBody reads req's body, at most MaxBodyBytes, and puts it back so that the request
 // can still be sent, retried (GetBody) or forwarded. A larger body is refused and left
-// readable from its start. A request without a body gives nil.
+// readable from its start. A request without a body gives nil. A body of known length is
+// read into one buffer of that size, so that what it holds is what a BodyReserver was
+// told.
 func readBody(req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
@@ -31,7 +50,21 @@ func readBody(req *http.Request) ([]byte, error) {
 		return nil, errBodyTooLarge
 	}
 	orig := req.Body
-	b, err := io.ReadAll(io.LimitReader(orig, MaxBodyBytes+1))
+	// One more byte than the body: room to see its end without growing the buffer.
+	size := int64(MaxBodyBytes) + 1
+	if req.ContentLength > 0 { // 0 with a body is "unknown" in a client request
+		size = req.ContentLength + 1
+	}
+	if r, ok := orig.(BodyReserver); ok {
+		if err := r.Reserve(size); err != nil {
+			return nil, &reserveError{err}
+		}
+	}
+	var initial int64 = 512
+	if req.ContentLength > 0 {
+		initial = size
+	}
+	b, err := readAll(io.LimitReader(orig, MaxBodyBytes+1), initial)
 	if err != nil {
 		_ = orig.Close()
 		req.Body = http.NoBody
@@ -50,6 +83,25 @@ func readBody(req *http.Request) ([]byte, error) {
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	req.ContentLength = int64(len(b))
 	return b, nil
+}
+
+// readAll is io.ReadAll starting from a buffer of capacity initial, which it grows only
+// if r holds more.
+func readAll(r io.Reader, initial int64) ([]byte, error) {
+	b := make([]byte, 0, initial)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 type readCloser struct {

@@ -159,11 +159,15 @@ func refuse(o Outcome, format string, a ...any) *Error {
 // the first that is accepted (a request may carry several under different labels;
 // KEP-6308 "Signature-Input and Signature"). resolve returns the key for a parsed and
 // policy-checked signature: a crypto.PublicKey, or []byte for hmac-sha256; its error
-// refuses that signature. The body, if any, is read (up to MaxBodyBytes), checked
-// against the covered Content-Digest and put back. Verify does not remove the
-// signature headers; the caller does once it has accepted the identity.
+// refuses that signature. resolve should return only a key it trusts (for a certificate,
+// one that chains to an anchor): the body, if any, is read (up to MaxBodyBytes) once a
+// signature has verified under the key resolve returned, checked against the covered
+// Content-Digest and put back, and a verifier should buffer nothing for a client it has
+// not authenticated. Verify does not remove the signature headers; the caller does once
+// it has accepted the identity.
 //
-// A refused request gives an *Error; an invalid Policy gives a plain error.
+// A refused request gives an *Error; an invalid Policy, or a BodyReserver's refusal to
+// hold the body, gives a plain error.
 func Verify(req *http.Request, p Policy, resolve func(*Signature) (any, error)) (*Signature, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -177,6 +181,9 @@ func Verify(req *http.Request, p Policy, resolve func(*Signature) (any, error)) 
 	var refused []*Error
 	for _, s := range sigs {
 		sig, err := v.one(s)
+		if v.abort != nil {
+			return nil, v.abort
+		}
 		if err == nil {
 			return sig, nil
 		}
@@ -275,6 +282,7 @@ type verification struct {
 	bodyRead bool
 	body     []byte
 	bodyErr  error
+	abort    error // a BodyReserver's refusal: Verify stops with it
 }
 
 // one checks one signature in KEP-6308 "Verification order".
@@ -337,6 +345,9 @@ func (v *verification) one(r received) (*Signature, *Error) {
 	if dv := v.req.Header.Values(contentDigestHeader); len(dv) > 0 {
 		body, err := v.readBody()
 		if err != nil {
+			if re := (*reserveError)(nil); errors.As(err, &re) {
+				v.abort = re.err
+			}
 			return fail(Malformed, "%v", err)
 		}
 		if err := checkContentDigest(dv, body); err != nil {

@@ -100,8 +100,12 @@ func (r *refusal) Error() string { return r.err.Error() }
 // the user of the first accepted one, or an *httpsig.Error saying why none was. A
 // certificate signature selects the authenticator whose trust anchor's subject key
 // identifier is the leaf's authority key identifier; that authenticator's maxAge
-// applies, then (after the signature verifies) its chain check, certificate rules, claim
-// mappings and user rules. Authenticate leaves the request's headers as they are.
+// applies, then its chain check, certificate rules, claim mappings and user rules, and
+// only then, with a key that speaks for a user, the signature and the body's digest: a
+// body is never read for a certificate that does not chain to an anchor, whatever key
+// it carries. Authenticate leaves the request's headers as they are. A body the
+// request's BodyReserver refuses to let it buffer is not a refusal of the signature: its
+// error is returned as it is and counts in no metric.
 func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserInfo, error) {
 	if req.Header.Get("Signature-Input") == "" && req.Header.Get("Signature") == "" {
 		return nil, &httpsig.Error{Outcome: Unsigned, Err: errors.New("the request is not signed: send a KEP-6308 HTTP message signature (Signature-Input and Signature)")}
@@ -113,11 +117,17 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 	// as unknown_key, with its message only.
 	var claimed string
 	var last *refusal
+	var user *authenticationv1.UserInfo
 	resolve := func(s *httpsig.Signature) (any, error) {
-		claimed, last = "", nil
+		claimed, last, user = "", nil, nil
 		auth, err := a.cfg.claim(s, now)
 		if auth != nil {
 			claimed = auth.name
+		}
+		if err == nil {
+			// Trust before use: httpsig reads the body once the signature verifies under
+			// the key returned here, so the key must already speak for a user.
+			user, err = a.identity(auth, s.Certificate, now)
 		}
 		if err != nil {
 			errors.As(err, &last)
@@ -125,16 +135,14 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 		}
 		return s.Certificate.PublicKey, nil
 	}
-	sig, err := httpsig.Verify(req, policy, resolve)
+	_, err := httpsig.Verify(req, policy, resolve)
+	if he := (*httpsig.Error)(nil); err != nil && !errors.As(err, &he) {
+		return nil, err // not a refusal: the server cannot hold the body now
+	}
 	if err != nil {
 		return nil, a.refused(err, claimed, last)
 	}
-	auth := a.cfg.byKeyID[string(sig.Certificate.AuthorityKeyId)]
-	user, err := a.identity(auth, sig.Certificate, now)
-	if err != nil {
-		return nil, a.refused(err, auth.name, nil)
-	}
-	a.o.Metrics.outcome(auth.name, httpsig.Accepted)
+	a.o.Metrics.outcome(claimed, httpsig.Accepted)
 	return user, nil
 }
 
@@ -185,8 +193,9 @@ func (c *Config) claim(s *httpsig.Signature, now time.Time) (*x509Authenticator,
 	return auth, nil
 }
 
-// identity validates a leaf whose signature has verified and maps it to a user, or
-// returns what the cache remembers of it.
+// identity validates a leaf selected by its authority key identifier and maps it to a
+// user, or returns what the cache remembers of it. What it concludes is about the
+// certificate alone (public, and sent by anyone): the signature still has to verify.
 func (a *Authenticator) identity(auth *x509Authenticator, leaf *x509.Certificate, now time.Time) (*authenticationv1.UserInfo, error) {
 	key := cacheKey{digest: sha256.Sum256(leaf.Raw), authenticator: auth.name}
 	if u, ok := a.cache.Get(key, now); ok {

@@ -2,6 +2,7 @@ package verifier
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -42,6 +43,45 @@ type Config struct {
 	Policy         httpsig.Policy
 	authenticators []*x509Authenticator
 	byKeyID        map[string]*x509Authenticator // anchor subject key ID -> its authenticator
+	files          []readFile                    // the certificateAuthorityFiles read
+}
+
+// readFile is a file a Config was read from, and the digest of what it held.
+type readFile struct {
+	path string
+	sum  [sha256.Size]byte
+}
+
+// FilesChanged reports whether a certificateAuthorityFile the configuration was read from
+// holds something else now, or cannot be read: the configuration no longer says what
+// those files say.
+func (c *Config) FilesChanged() bool { return len(c.changedFiles()) > 0 }
+
+// changedFiles are the certificateAuthorityFiles that hold something else now, or cannot
+// be read.
+func (c *Config) changedFiles() []string {
+	var changed []string
+	for _, f := range c.files {
+		data, err := os.ReadFile(f.path)
+		if err != nil || sha256.Sum256(data) != f.sum {
+			changed = append(changed, f.path)
+		}
+	}
+	return changed
+}
+
+// anchors lists each trust anchor as "authenticator: subject (sha256:fingerprint)", for
+// logs: the fingerprint is the SHA-256 of the anchor's DER, as openssl x509 -fingerprint
+// -sha256 shows it without colons.
+func (c *Config) anchors() []string {
+	var out []string
+	for _, a := range c.authenticators {
+		for _, cert := range a.anchors {
+			out = append(out, fmt.Sprintf("%s: %s (sha256:%x)", a.name, cert.Subject, sha256.Sum256(cert.Raw)))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // AuthenticatorNames are the configured authenticators' names, in configuration order.
@@ -58,6 +98,7 @@ type x509Authenticator struct {
 	name      string
 	maxAge    time.Duration
 	anchors   []*x509.Certificate
+	caFile    readFile // certificateAuthorityFile, if the anchors came from one
 	roots     *x509.CertPool
 	certRules []rule
 	mapping   mapping
@@ -209,6 +250,9 @@ func (s *httpSignatureSection) compile(dir string) (*Config, error) {
 			return nil, fmt.Errorf("%s.name: %q is used by an earlier authenticator", p, a.name)
 		}
 		names[a.name] = true
+		if a.caFile.path != "" {
+			c.files = append(c.files, a.caFile)
+		}
 		for _, anchor := range a.anchors {
 			if other, ok := c.byKeyID[string(anchor.SubjectKeyId)]; ok && other != a {
 				return nil, fmt.Errorf("%s.x509: trust anchor %q has the subject key identifier of one of authenticator %q's; trust anchors must be disjoint", p, anchor.Subject, other.name)
@@ -263,7 +307,7 @@ func (a *authenticatorSpec) compile(path, dir string) (*x509Authenticator, error
 		out.maxAge = a.MaxAge.Duration
 	}
 	var err error
-	if out.anchors, err = a.X509.anchors(path+".x509", dir); err != nil {
+	if out.anchors, out.caFile, err = a.X509.anchors(path+".x509", dir); err != nil {
 		return nil, err
 	}
 	out.roots = x509.NewCertPool()
@@ -286,11 +330,12 @@ func (a *authenticatorSpec) compile(path, dir string) (*x509Authenticator, error
 // anchors reads the trust anchors: each a CA certificate with a subject key identifier,
 // by which a leaf's authority key identifier selects it (KEP-6308 "Identity from a
 // certificate").
-func (x *x509Spec) anchors(path, dir string) ([]*x509.Certificate, error) {
+func (x *x509Spec) anchors(path, dir string) ([]*x509.Certificate, readFile, error) {
 	data, field := []byte(x.CertificateAuthority), "certificateAuthority"
+	var file readFile
 	switch {
 	case x.CertificateAuthority != "" && x.CertificateAuthorityFile != "":
-		return nil, fmt.Errorf("%s: certificateAuthority and certificateAuthorityFile are exclusive", path)
+		return nil, file, fmt.Errorf("%s: certificateAuthority and certificateAuthorityFile are exclusive", path)
 	case x.CertificateAuthorityFile != "":
 		field = "certificateAuthorityFile"
 		f := x.CertificateAuthorityFile
@@ -299,10 +344,11 @@ func (x *x509Spec) anchors(path, dir string) ([]*x509.Certificate, error) {
 		}
 		var err error
 		if data, err = os.ReadFile(f); err != nil { //nolint:gosec // the operator names the file
-			return nil, fmt.Errorf("%s.%s: %w", path, field, err)
+			return nil, file, fmt.Errorf("%s.%s: %w", path, field, err)
 		}
+		file = readFile{path: f, sum: sha256.Sum256(data)}
 	case x.CertificateAuthority == "":
-		return nil, fmt.Errorf("%s.certificateAuthority: required", path)
+		return nil, file, fmt.Errorf("%s.certificateAuthority: required", path)
 	}
 	var out []*x509.Certificate
 	for {
@@ -316,18 +362,18 @@ func (x *x509Spec) anchors(path, dir string) ([]*x509.Certificate, error) {
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%s.%s: certificate %d: %w", path, field, len(out), err)
+			return nil, file, fmt.Errorf("%s.%s: certificate %d: %w", path, field, len(out), err)
 		}
 		switch {
 		case len(c.SubjectKeyId) == 0:
-			return nil, fmt.Errorf("%s.%s: trust anchor %q has no subject key identifier, which selects it for a certificate's authority key identifier", path, field, c.Subject)
+			return nil, file, fmt.Errorf("%s.%s: trust anchor %q has no subject key identifier, which selects it for a certificate's authority key identifier", path, field, c.Subject)
 		case !c.IsCA:
-			return nil, fmt.Errorf("%s.%s: %q is not a CA certificate", path, field, c.Subject)
+			return nil, file, fmt.Errorf("%s.%s: %q is not a CA certificate", path, field, c.Subject)
 		}
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s.%s: no PEM certificate in it", path, field)
+		return nil, file, fmt.Errorf("%s.%s: no PEM certificate in it", path, field)
 	}
-	return out, nil
+	return out, file, nil
 }

@@ -1,10 +1,10 @@
 package verifier
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -56,21 +56,49 @@ type HandlerOptions struct {
 	Headers RequestHeaders
 	// Logger hears about refused requests (at info) and upstream failures; nil discards.
 	Logger *slog.Logger
+	// BodyBudget bounds the bytes of request bodies held in memory at once, across all
+	// requests: a body is buffered whole to check its digest, once its request's
+	// certificate and signature have verified. A request whose body does not fit is
+	// answered 429 with Retry-After, and not forwarded. Zero means DefaultBodyBudget; it
+	// must be at least httpsig.MaxBodyBytes+1.
+	BodyBudget int64
+	// BodyReadTimeout bounds the time from a request's headers to the end of its body
+	// (a client that trickles its body is cut off); zero means DefaultBodyReadTimeout.
+	// Requests without a body (watches, upgrades) are not bound by it.
+	BodyReadTimeout time.Duration
 }
+
+// Defaults of HandlerOptions.
+const (
+	// DefaultBodyBudget holds 21 request bodies of kube-apiserver's largest size at once.
+	DefaultBodyBudget = 64 << 20
+	// DefaultBodyReadTimeout is kube-apiserver's default request timeout.
+	DefaultBodyReadTimeout = time.Minute
+)
 
 // Handler is the verifying front proxy. It is safe for concurrent use.
 type Handler struct {
-	o     HandlerOptions
-	proxy *httputil.ReverseProxy
+	o      HandlerOptions
+	proxy  *httputil.ReverseProxy
+	budget budget
 }
 
-// NewHandler checks o and returns the front proxy. For each request it first removes
-// every header a client could assert an identity with (the identity headers,
-// Authorization, Proxy-Authorization), then authenticates what is left: a refused
-// request is answered 401 with a metav1.Status naming the reason; an accepted one loses
-// its signature fields, gains the identity headers and is forwarded, upgrades (exec,
-// port-forward) and watches included. Impersonate-* headers pass on: the signature
-// covers them and kube-apiserver authorizes them against the signer.
+// NewHandler checks o and returns the front proxy. For each request it first refuses
+// (400) a Connection header naming anything but close, keep-alive and upgrade, which
+// would have the forwarding drop the fields it names; then it removes every header a
+// client could assert an identity with (the identity headers, Authorization,
+// Proxy-Authorization), and authenticates what is left: a refused request is answered
+// 401 with a metav1.Status naming the reason; an accepted one loses its signature
+// fields, gains the identity headers and is forwarded, upgrades (exec, port-forward) and
+// watches included. Impersonate-* headers pass on: the signature covers them and
+// kube-apiserver authorizes them against the signer.
+//
+// What reaches kube-apiserver is what was verified: at the last step before the wire,
+// every header field that a signature of the request covers (but the signature fields
+// themselves) must be about to leave with the very field lines that were verified, and
+// the method, path and query as verified (the path under Upstream's path); a request for
+// which that does not hold is answered 400 and not sent. Only @authority changes: the
+// client addressed this proxy, which forwards to Upstream.
 func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Authenticator == nil {
 		return nil, errors.New("verifier: no Authenticator")
@@ -84,13 +112,31 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{o: o}
+	switch {
+	case o.BodyBudget == 0:
+		o.BodyBudget = DefaultBodyBudget
+	case o.BodyBudget <= httpsig.MaxBodyBytes:
+		return nil, fmt.Errorf("verifier: a body budget of %d bytes cannot hold one body of kube-apiserver's largest size (%d bytes)", o.BodyBudget, httpsig.MaxBodyBytes)
+	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	h := &Handler{o: o, budget: budget{limit: o.BodyBudget}}
+	base := o.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:    h.rewrite,
-		Transport:  o.Transport,
+		Transport:  &checkedTransport{base: base, prefix: o.Upstream.EscapedPath()},
 		BufferPool: reverseproxy.BufferPool,
 		ErrorLog:   reverseproxy.ErrorLog(o.Logger),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if ae := (*AlteredError)(nil); errors.As(err, &ae) {
+				o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+				reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+				return
+			}
 			o.Logger.Warn("signature proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "error", err)
 			reverseproxy.WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the signature proxy could not reach kube-apiserver", 0)
 		},
@@ -99,11 +145,29 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	return h, nil
 }
 
-type userKey struct{}
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := reverseproxy.CheckConnection(r.Header); err != nil {
+		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		return
+	}
 	h.strip(r.Header)
+	rc := http.NewResponseController(w)
+	body := h.budget.wrap(r)
+	if body != nil {
+		defer body.release()
+		// Until the body is in, or for good when the request is refused: the server goes
+		// on reading a refused body to reuse the connection, and a client must not hold
+		// the connection by trickling it. Unsupported only by test recorders.
+		_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout))
+	}
 	user, err := h.o.Authenticator.Authenticate(r)
+	if body != nil && errors.Is(err, errOverBudget) {
+		h.o.Logger.Warn("signature proxy: request bodies over budget; answering 429", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "budget", h.o.BodyBudget)
+		reverseproxy.WriteStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
+			fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20), 1)
+		return
+	}
 	if err != nil {
 		var he *httpsig.Error
 		outcome := httpsig.Outcome("")
@@ -114,7 +178,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reverseproxy.WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: "+err.Error(), 0)
 		return
 	}
-	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+	if body != nil {
+		_ = rc.SetReadDeadline(time.Time{}) // the body is in; an upgraded connection lives on
+	}
+	v, err := newVerified(r, user)
+	if err != nil { // not reached: the request was accepted with the same fields
+		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		return
+	}
+	h.proxy.ServeHTTP(w, r.WithContext(withVerified(r.Context(), v)))
 }
 
 // rewrite sets the identity on the outgoing request. It runs after ReverseProxy has
@@ -126,10 +198,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	for _, name := range []string{"Signature", "Signature-Input", httpsig.CertificateHeader} {
 		out.Del(name)
 	}
-	user, _ := pr.In.Context().Value(userKey{}).(*authenticationv1.UserInfo)
-	if user == nil {
-		return // not reached: ServeHTTP always sets it
+	v := verifiedOf(pr.In.Context())
+	if v == nil {
+		return // not reached: ServeHTTP always sets it, and checkedTransport refuses without it
 	}
+	user := v.user
 	out.Set(h.o.Headers.Username[0], user.Username)
 	if user.UID != "" && len(h.o.Headers.UID) > 0 {
 		out.Set(h.o.Headers.UID[0], user.UID)

@@ -11,9 +11,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/internal/reverseproxy"
@@ -44,11 +46,23 @@ type ProxyOptions struct {
 	// Metrics and Logger as in Options and HandlerOptions.
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// MaxConnections bounds the client connections open at once; more wait to be
+	// accepted. Zero means DefaultMaxConnections.
+	MaxConnections int
+	// BodyBudget and BodyReadTimeout are as in HandlerOptions.
+	BodyBudget      int64
+	BodyReadTimeout time.Duration
 }
 
+// DefaultMaxConnections bounds a Proxy's client connections: with kube-apiserver's
+// 1 MiB of request headers, what clients that have not authenticated can make the
+// proxy hold stays near 1 GiB at worst.
+const DefaultMaxConnections = 1024
+
 // Proxy is the signature proxy: Handler behind a TLS server, with its configuration
-// reloaded when the file changes. A reload that fails validation is logged and the
-// previous configuration kept (KEP-6308 "Server configuration").
+// reloaded when the file, or a certificateAuthorityFile it names, changes. Each load is
+// logged with the trust anchors it added and removed. A reload that fails validation is
+// logged and the previous configuration kept (KEP-6308 "Server configuration").
 type Proxy struct {
 	o       ProxyOptions
 	handler *Handler
@@ -73,11 +87,15 @@ func NewProxy(o ProxyOptions) (*Proxy, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 10 * time.Second
 	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
 	p := &Proxy{o: o}
 	if _, err := p.Reload(); err != nil {
 		return nil, err
 	}
-	h, err := NewHandler(HandlerOptions{Authenticator: p, Upstream: o.Upstream, Transport: o.Transport, Headers: o.Headers, Logger: o.Logger})
+	h, err := NewHandler(HandlerOptions{Authenticator: p, Upstream: o.Upstream, Transport: o.Transport, Headers: o.Headers, Logger: o.Logger,
+		BodyBudget: o.BodyBudget, BodyReadTimeout: o.BodyReadTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +111,11 @@ func (p *Proxy) Authenticate(req *http.Request) (*authenticationv1.UserInfo, err
 // ServeHTTP is the Handler's.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
 
-// Reload reads the configuration file and, if its content changed and is valid, uses it
-// from the next request on (with a fresh certificate cache). It reports whether it
+// Reload reads the configuration file and, if it or a certificateAuthorityFile it names
+// changed and the result is valid, uses it from the next request on (with a fresh
+// certificate cache: a CA removed from its file is trusted no more, also for certificates
+// it already vouched for). It logs what changed (the files, and the trust anchors added
+// and removed by authenticator, subject and SHA-256 fingerprint) and reports whether it
 // changed the configuration; on error the configuration in use stays. Reload is not safe
 // for concurrent use with itself; Serve calls it every ReloadInterval.
 func (p *Proxy) Reload() (bool, error) {
@@ -102,7 +123,9 @@ func (p *Proxy) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("verifier: reading the authentication configuration: %w", err)
 	}
-	if string(data) == p.content {
+	old := p.auth.Load()
+	configChanged := old == nil || string(data) != p.content
+	if !configChanged && !old.cfg.FilesChanged() {
 		return false, nil
 	}
 	cfg, err := ParseConfig(data, filepath.Dir(p.o.ConfigFile), p.o.Logger)
@@ -111,13 +134,43 @@ func (p *Proxy) Reload() (bool, error) {
 	}
 	p.auth.Store(New(cfg, Options{Metrics: p.o.Metrics}))
 	p.content = string(data)
+	p.logLoad(old, cfg, configChanged)
 	return true, nil
+}
+
+// logLoad says what a load changed: the trust anchors that come and go say whom the
+// proxy trusts from now on.
+func (p *Proxy) logLoad(old *Authenticator, cfg *Config, configChanged bool) {
+	if old == nil {
+		p.o.Logger.Info("signature proxy: authentication configuration loaded", "file", p.o.ConfigFile, "authenticators", cfg.AuthenticatorNames(), "anchors", cfg.anchors())
+		return
+	}
+	var files []string
+	if configChanged {
+		files = append(files, p.o.ConfigFile)
+	}
+	files = append(files, old.cfg.changedFiles()...)
+	before, after := old.cfg.anchors(), cfg.anchors()
+	p.o.Logger.Info("signature proxy: authentication configuration reloaded", "changed", files,
+		"anchors_added", without(after, before), "anchors_removed", without(before, after), "authenticators", cfg.AuthenticatorNames())
+}
+
+// without is the elements of xs not in ys.
+func without(xs, ys []string) []string {
+	out := []string{}
+	for _, x := range xs {
+		if !slices.Contains(ys, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Serve listens, serves over TLS (HTTP/2 and HTTP/1.1, the latter for upgrades) with
 // kube-apiserver's server limits (at most 1 MiB of request headers, read within 32 s; idle
 // connections closed after 90 s; over HTTP/2, 100 concurrent streams per connection and
-// 256 KiB frames; no write timeout, which would cut watches), follows the configuration
+// 256 KiB frames; no write timeout, which would cut watches) and at most MaxConnections
+// connections at once, follows the configuration
 // file, and when ctx ends stops accepting connections, lets requests finish for up to
 // ShutdownTimeout and returns nil; or returns the error that stopped serving. Serve is
 // called once.
@@ -129,6 +182,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 			return fmt.Errorf("verifier: listening on %s: %w", p.o.ListenAddress, err)
 		}
 	}
+	ln = netutil.LimitListener(ln, p.o.MaxConnections)
 	srv := reverseproxy.NewServer(p, &tls.Config{
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.o.GetServingCertificate() },
 		NextProtos:     []string{"h2", "http/1.1"}, // upgrades need the latter
@@ -155,12 +209,8 @@ func (p *Proxy) follow(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		changed, err := p.Reload()
-		switch {
-		case err != nil:
+		if _, err := p.Reload(); err != nil {
 			p.o.Logger.Warn("signature proxy: keeping the current authentication configuration; the changed file is invalid", "error", err)
-		case changed:
-			p.o.Logger.Info("signature proxy: authentication configuration reloaded", "file", p.o.ConfigFile)
 		}
 	}
 }

@@ -1,15 +1,23 @@
 package verifier
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kplug/kplug/internal/testpki"
 )
@@ -111,4 +119,137 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted %q without an authenticator or audience", data)
 		}
 	})
+}
+
+// TestSecurityConnectionCap (issue 27, N3): at most MaxConnections client connections
+// are open at once; one more waits to be accepted (its TLS handshake does not complete)
+// until one of them closes.
+func TestSecurityConnectionCap(t *testing.T) {
+	t.Parallel()
+	ca := testpki.NewTestCA(t, "signing CA")
+	path := filepath.Join(t.TempDir(), "authn.yaml")
+	writeConfig(t, path, configYAML(ca))
+	servingCA := testpki.NewTestCA(t, "serving CA")
+	serving, err := servingCA.IssueServing("proxy", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := serving.MustTLS(t)
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProxy(ProxyOptions{ConfigFile: path, Upstream: &url.URL{Scheme: "https", Host: "127.0.0.1:1"}, Listener: ln, MaxConnections: 2,
+		GetServingCertificate: func() (*tls.Certificate, error) { return &cert, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	dial := func() (*tls.Conn, error) {
+		d := &tls.Dialer{Config: &tls.Config{RootCAs: servingCA.Pool(), MinVersion: tls.VersionTLS12, ServerName: "127.0.0.1"}}
+		c, err := d.DialContext(t.Context(), "tcp", ln.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		return c.(*tls.Conn), nil
+	}
+	var open []*tls.Conn
+	for range 2 {
+		c, err := dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+	}
+	var freed atomic.Bool
+	third := make(chan error, 1)
+	go func() {
+		c, err := dial()
+		if err == nil {
+			if !freed.Load() {
+				err = errors.New("a third connection was accepted while two were open")
+			}
+			_ = c.Close()
+		}
+		third <- err
+	}()
+	// Only how sensitive the test is depends on this wait: a cap that does not hold lets
+	// the third handshake complete within it.
+	time.Sleep(300 * time.Millisecond)
+	freed.Store(true)
+	_ = open[0].Close()
+	if err := <-third; err != nil {
+		t.Error(err)
+	}
+	_ = open[1].Close()
+}
+
+// TestSecurityRemovedCAStopsBeingTrusted (issue 27, N4): a CA removed from the
+// certificateAuthorityFile, the configuration file untouched, is trusted no more after the
+// next reload, also for a certificate it vouched for before (the certificate cache goes
+// with the old configuration); the reload is logged with the anchor removed.
+func TestSecurityRemovedCAStopsBeingTrusted(t *testing.T) {
+	t.Parallel()
+	ca0, ca1 := testpki.NewTestCA(t, "signing CA 0"), testpki.NewTestCA(t, "signing CA 1")
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "cas.pem")
+	writeConfig(t, caFile, string(ca0.CertPEM)+string(ca1.CertPEM))
+	inline := "      certificateAuthority: |\n" + indent(ca0.CertPEM, 8) + "\n"
+	config := filepath.Join(dir, "authn.yaml")
+	writeConfig(t, config, strings.Replace(configYAML(ca0), inline, "      certificateAuthorityFile: cas.pem\n", 1))
+	serving, err := testpki.NewTestCA(t, "serving CA").IssueServing("proxy", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := serving.MustTLS(t)
+	var logs bytes.Buffer
+	p, err := NewProxy(ProxyOptions{ConfigFile: config, Upstream: &url.URL{Scheme: "https", Host: "127.0.0.1:1"}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		GetServingCertificate: func() (*tls.Certificate, error) { return &cert, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	leaf, key := leafFrom(t, ca1, "alice", nil, now.Add(-time.Hour), now.Add(time.Hour))
+	authenticate := func() (string, error) {
+		const path = "/api/v1/namespaces/default/configmaps"
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, strings.NewReader("{}"))
+		req.Host = "example.com"
+		req.Header = signedHeader(t, key, leaf, time.Now(), path, "{}")
+		u, err := p.Authenticate(req)
+		if err != nil {
+			return "", err
+		}
+		return u.Username, nil
+	}
+	if user, err := authenticate(); user != "cert:alice" || err != nil {
+		t.Fatalf("while CA 1 is in the file: %q %v", user, err)
+	}
+	if changed, err := p.Reload(); changed || err != nil {
+		t.Errorf("nothing changed, yet Reload says %v %v", changed, err)
+	}
+	writeConfig(t, caFile, string(ca0.CertPEM))
+	if changed, err := p.Reload(); !changed || err != nil {
+		t.Fatalf("CA 1 removed from %s: Reload says %v %v", caFile, changed, err)
+	}
+	if user, err := authenticate(); err == nil || outcomeOf(err) != UnknownIssuer {
+		t.Errorf("after CA 1 was removed: %q %v (%s); want %s", user, err, outcomeOf(err), UnknownIssuer)
+	}
+	removed := fmt.Sprintf("a0: CN=signing CA 1 (sha256:%x)", sha256.Sum256(ca1.Cert.Raw))
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "configuration reloaded") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "changed=["+caFile+"]") || !strings.Contains(line, `anchors_added=[]`) || !strings.Contains(line, `anchors_removed="[`+removed+`]"`) {
+		t.Errorf("the reload's log line %q does not say that %s changed and %s was removed", line, caFile, removed)
+	}
 }

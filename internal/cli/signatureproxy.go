@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/httpsig/verifier"
 	"github.com/kplug/kplug/mvproxy/sidecar"
 )
@@ -18,6 +20,9 @@ type signatureProxyOptions struct {
 	proxyCert, proxyKey          string
 	tlsCert, tlsKey              string
 	listen, metricsAddr          string
+	maxConnections               int
+	bodyBudget                   int64
+	bodyReadTimeout              time.Duration
 }
 
 func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
@@ -31,6 +36,9 @@ func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:6445", "host:port to serve clients on (TLS)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on at /metrics; empty disables")
+	f.IntVar(&o.maxConnections, "max-connections", verifier.DefaultMaxConnections, "client connections open at once; more wait to be accepted")
+	f.Int64Var(&o.bodyBudget, "max-buffered-body-bytes", verifier.DefaultBodyBudget, "bytes of request bodies held at once across requests (a body is buffered to check its digest once its signer is authenticated); a request over it gets 429 with Retry-After")
+	f.DurationVar(&o.bodyReadTimeout, "body-read-timeout", verifier.DefaultBodyReadTimeout, "time a client has from its request's headers to the end of its body")
 }
 
 func newSignatureProxyCommand(g *globals) *cobra.Command {
@@ -43,7 +51,11 @@ HTTP message signature (KEP-6308) as the httpSignature section of --authenticati
 says (x509 authenticators), and forwards the request with the mapped user in the
 requestheader identity headers, presenting --proxy-client-cert. Identity headers,
 Authorization and Proxy-Authorization sent by clients are removed; unsigned or refused
-requests are answered 401.`,
+requests are answered 401. What reaches kube-apiserver is what was verified: a Connection
+header naming anything but close, keep-alive and upgrade, or a signed field that
+forwarding would drop or rewrite, is answered 400. A body is read only once its
+request's certificate and signature have verified, within --body-read-timeout and
+--max-buffered-body-bytes across requests.`,
 		Example: `  kplug signature-proxy --authentication-config /etc/kplug/authn.yaml \
     --upstream https://10.0.0.11:6443 --upstream-ca /etc/kubernetes/pki/ca.crt \
     --proxy-client-cert /etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key /etc/kubernetes/pki/front-proxy-client.key \
@@ -85,6 +97,15 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 			errs = append(errs, fmt.Errorf("--%s is required", f.flag))
 		}
 	}
+	if o.maxConnections <= 0 {
+		errs = append(errs, fmt.Errorf("--max-connections %d: must be positive", o.maxConnections))
+	}
+	if o.bodyBudget <= httpsig.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("--max-buffered-body-bytes %d: must be more than %d, kube-apiserver's largest request body", o.bodyBudget, httpsig.MaxBodyBytes))
+	}
+	if o.bodyReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--body-read-timeout %s: must be positive", o.bodyReadTimeout))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return verifier.ProxyOptions{}, err
 	}
@@ -112,5 +133,8 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 		GetServingCertificate: serving,
 		ListenAddress:         o.listen,
 		Logger:                g.log,
+		MaxConnections:        o.maxConnections,
+		BodyBudget:            o.bodyBudget,
+		BodyReadTimeout:       o.bodyReadTimeout,
 	}, nil
 }
