@@ -28,6 +28,9 @@ func newExecCacheCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
+// callerOf reads the client; tests, which run kplug in process, make themselves the client.
+var callerOf = execcache.CallerOf
+
 func runExecCache(ctx context.Context, g *globals, c *execcache.Command, args []string) error {
 	err := c.Run(ctx, args, execcache.Process{
 		Environ:     os.Environ(),
@@ -35,7 +38,7 @@ func runExecCache(ctx context.Context, g *globals, c *execcache.Command, args []
 		Stdout:      g.io.Out,
 		Stderr:      g.io.Err,
 		Client:      execcache.ClientOf(os.Getppid()),
-		Caller:      execcache.CallerOf(os.Getppid()),
+		Caller:      callerOf(os.Getppid()),
 		Log:         g.log,
 		AccountHome: execcache.AccountHome(),
 	})

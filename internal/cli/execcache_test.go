@@ -83,10 +83,12 @@ $`)
 		t.Errorf("--list -o yaml: code %d:\n%s", code, out)
 	}
 
+	t.Setenv(execcred.InfoEnv, "") // --clear is run by the user, not by a client
 	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--clear", "--", os.Args[0], "--some-plugin-flag")
 	if code != ExitOK || out != "removed 1 entry from "+dir+"\n" {
 		t.Errorf("--clear: code %d, stdout %q", code, out)
 	}
+	t.Setenv(execcred.InfoEnv, string(info))
 
 	// A failing plugin: its stdout, stderr and exit code, as they were, and a word for a
 	// client without a terminal; then, within the failure window, its exit code and why.
@@ -99,6 +101,7 @@ $`)
 	if code != 4 || out != "" || !strings.Contains(errOut, "\nError: exec-cache: "+os.Args[0]+" failed with exit code 4 ") {
 		t.Errorf("within the failure window: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	t.Setenv(execcred.InfoEnv, "")
 	code, out, _ = run(t, "exec-cache", "--cache-dir", dir, "--clear", "--all")
 	if code != ExitOK || out != "removed 1 entry from "+dir+"\n" {
 		t.Errorf("--clear --all after a failure: code %d, stdout %q", code, out)
@@ -140,6 +143,7 @@ func TestExecCacheHonoursKUBECACHEDIR(t *testing.T) {
 	if entries, _ := filepath.Glob(filepath.Join(other, "*.json")); len(entries) != 1 {
 		t.Errorf("entries in --cache-dir: %v, want 1", entries)
 	}
+	t.Setenv(execcred.InfoEnv, "")
 	if code, out, _ := run(t, "exec-cache", "--clear", "--all"); code != ExitOK || out != "removed 1 entry from "+filepath.Join(kcd, "kplug", "exec-cache")+"\n" {
 		t.Errorf("--clear --all: code %d, stdout %q", code, out)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplug/kplug/internal/execcache"
 	"github.com/kplug/kplug/internal/exectest"
 )
 
@@ -25,6 +26,9 @@ func TestMain(m *testing.M) {
 		os.Exit(Run(context.Background(), os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 	}
 	exectest.Main(nil) // exec plugins and image credential providers
+	// kplug runs in process here: the test is exec-cache's client, with its environment
+	// as the test sets it.
+	callerOf = func(int) execcache.Caller { return execcache.Caller{Environ: os.Environ(), Args: os.Args} }
 	os.Exit(m.Run())
 }
 

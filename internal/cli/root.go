@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/output"
 )
 
@@ -98,8 +101,9 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 			return &usageError{err: errors.New(msg), showHelp: true}
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-		PersistentPreRun: func(*cobra.Command, []string) {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.log = newLogger(g.io.Err, g.verbosity)
+			return refuseAsExecPlugin(cmd, os.Getenv)
 		},
 	}
 	root.PersistentFlags().IntVarP(&g.verbosity, "v", "v", 0, "log verbosity: 0 shows progress and warnings, 4 and more debug detail")
@@ -121,6 +125,31 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newSignatureProxyCommand(g))
 	root.AddCommand(newCompletionCommand())
 	return root
+}
+
+// pluginCommands are the commands a kubeconfig's exec block may run: the ones made to be
+// exec plugins, and the harmless ones.
+var pluginCommands = []string{"exec-cache", "proxy-plugin", "version", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd}
+
+// refuseAsExecPlugin refuses, when a client runs kplug as an exec credential plugin, every
+// command that runs programs or plugins of its own configuration: with kplug on a kuberc
+// allowlist, an exec block would otherwise run `kplug run -- anything`, or `kplug
+// credential` with a kubeconfig, policy and environment of its choosing (issue 27).
+// client-go sets KUBERNETES_EXEC_INFO for every plugin, after the exec block's env, so
+// the exec block cannot hide it.
+func refuseAsExecPlugin(cmd *cobra.Command, getenv func(string) string) error {
+	if getenv(wire.InfoEnv) == "" {
+		return nil
+	}
+	top := cmd
+	for top.HasParent() && top.Parent().HasParent() {
+		top = top.Parent()
+	}
+	if !top.HasParent() || slices.Contains(pluginCommands, top.Name()) {
+		return nil
+	}
+	return &usageError{err: fmt.Errorf("%s does not run as an exec credential plugin (%s is set: a client ran it for a kubeconfig's exec block); an exec block may run kplug exec-cache or kplug proxy-plugin",
+		cmd.CommandPath(), wire.InfoEnv)}
 }
 
 // newLogger logs text to w. Verbosity n enables messages logged at slog.LevelInfo-n, so

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // Caller is how the client process started, read from the operating system: its
@@ -21,17 +23,36 @@ type Caller struct {
 	Err error
 }
 
-// CallerOf reads process pid, the client (os.Getppid()). It is read only when it runs as
+// maxPluginDepth bounds how many exec plugins CallerOf passes on its way up to the
+// client: exec-cache wrapping exec-cache is two.
+const maxPluginDepth = 8
+
+// CallerOf reads process pid (os.Getppid()) and, when pid is itself an exec plugin, its
+// ancestors, up to the client: the nearest process that is not an exec plugin. client-go
+// gives every plugin KUBERNETES_EXEC_INFO after the exec block's env, so a process whose
+// environment holds it was started by a client for an exec block, and that exec block's env
+// is in it: exec-cache wrapping exec-cache would otherwise take the outer one, whose
+// environment the kubeconfig chose, for the client. A process is read only when it runs as
 // the same user; Linux and macOS are supported, other systems give an unknown Caller.
 func CallerOf(pid int) Caller {
-	if pid <= 0 {
-		return Caller{Err: fmt.Errorf("the client process is outside this pid namespace (parent pid %d)", pid)}
+	for range maxPluginDepth {
+		if pid <= 0 {
+			return Caller{Err: fmt.Errorf("the client process is outside this pid namespace (parent pid %d)", pid)}
+		}
+		args, env, err := readCaller(pid)
+		if err != nil {
+			return Caller{Err: fmt.Errorf("reading the client process %d: %w", pid, err)}
+		}
+		if lookupEnv(env, wire.InfoEnv) == "" {
+			return Caller{Environ: env, Args: args}
+		}
+		parent, err := parentOf(pid)
+		if err != nil {
+			return Caller{Err: fmt.Errorf("process %d is an exec plugin, and its parent cannot be read: %w", pid, err)}
+		}
+		pid = parent
 	}
-	args, env, err := readCaller(pid)
-	if err != nil {
-		return Caller{Err: fmt.Errorf("reading the client process %d: %w", pid, err)}
-	}
-	return Caller{Environ: env, Args: args}
+	return Caller{Err: fmt.Errorf("more than %d exec plugins run one another", maxPluginDepth)}
 }
 
 // Known reports whether the client's environment was read.
@@ -65,13 +86,11 @@ func (c Caller) kubercFlag() string {
 	return value
 }
 
-// splitNUL splits NUL-terminated strings, dropping empty ones.
+// splitNUL splits NUL-terminated strings. Empty strings are kept: an empty argument is
+// an argument (kubectl --kuberc "" get ns).
 func splitNUL(b []byte) []string {
-	var out []string
-	for _, s := range strings.Split(string(b), "\x00") {
-		if s != "" {
-			out = append(out, s)
-		}
+	if len(b) == 0 {
+		return []string{}
 	}
-	return out
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }

@@ -26,6 +26,15 @@ func readCaller(pid int) (args, env []string, err error) {
 	return parseProcargs(b)
 }
 
+// parentOf asks the kernel for pid's parent.
+func parentOf(pid int) (int, error) {
+	p, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		return 0, err
+	}
+	return int(p.Eproc.Ppid), nil
+}
+
 func parseProcargs(b []byte) (args, env []string, err error) {
 	if len(b) < 4 {
 		return nil, nil, errors.New("kern.procargs2: too short")

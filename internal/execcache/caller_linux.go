@@ -1,9 +1,11 @@
 package execcache
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -28,5 +30,20 @@ func readCaller(pid int) (args, env []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return splitNUL(cmdline), append([]string{}, splitNUL(environ)...), nil
+	return splitNUL(cmdline), splitNUL(environ), nil
+}
+
+// parentOf reads field 4 of /proc/<pid>/stat.
+func parentOf(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	stat := string(b)
+	i := strings.LastIndexByte(stat, ')')
+	fields := strings.Fields(stat[i+1:]) // fields 3 (state) onwards
+	if i < 0 || len(fields) < 2 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	return strconv.Atoi(fields[1])
 }

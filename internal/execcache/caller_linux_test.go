@@ -10,14 +10,14 @@ import (
 // CallerOf reads the environment and arguments a process started with, and not a
 // process of another user's.
 func TestCallerOf(t *testing.T) {
-	cmd := exec.CommandContext(t.Context(), "sleep", "60", "--kuberc=x")
-	cmd.Env = []string{"PATH=/client/bin", "KUBERC=/client/kuberc"}
+	cmd := exec.CommandContext(t.Context(), "/bin/sh", "-c", "sleep 60; :", "sh", "--kuberc=x") // a shell keeps its arguments, and waits
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "KUBERC=/client/kuberc"}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	c := CallerOf(cmd.Process.Pid)
-	if !c.Known() || !slices.Equal(c.Environ, cmd.Env) || !slices.Equal(c.Args, []string{"sleep", "60", "--kuberc=x"}) || c.kubercFlag() != "x" {
+	if !c.Known() || !slices.Equal(c.Environ, cmd.Env) || !slices.Equal(c.Args, []string{"/bin/sh", "-c", "sleep 60; :", "sh", "--kuberc=x"}) || c.kubercFlag() != "x" {
 		t.Fatalf("CallerOf = %+v", c)
 	}
 	if c := CallerOf(0); c.Known() || c.Err == nil {
@@ -44,5 +44,35 @@ func TestCallerKubercFlag(t *testing.T) {
 		if got := (Caller{Args: tt.args}).kubercFlag(); got != tt.want {
 			t.Errorf("%q: %q, want %q", tt.args, got, tt.want)
 		}
+	}
+}
+
+// TestSecurityCallerSkipsExecPlugins (issue 27, N1 review): exec-cache wrapping
+// exec-cache took the outer one, whose environment holds the exec block's env, for the
+// client. A process with KUBERNETES_EXEC_INFO is a plugin; CallerOf goes on to its parent.
+func TestSecurityCallerSkipsExecPlugins(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), "sleep", "60")
+	cmd.Env = []string{"PATH=/attacker/bin", "KUBERC=off", "KUBERNETES_EXEC_INFO={}"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	c := CallerOf(cmd.Process.Pid)
+	self, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Known() || slices.Contains(c.Environ, "PATH=/attacker/bin") || !slices.Equal(c.Args, splitNUL(self)) {
+		t.Fatalf("CallerOf(a plugin) = %+v, want this test process, its parent", c)
+	}
+}
+
+// An empty argument is an argument: kubectl --kuberc "" get ns.
+func TestSplitNULKeepsEmptyArguments(t *testing.T) {
+	if got := splitNUL([]byte("kubectl\x00--kuberc\x00\x00get\x00")); !slices.Equal(got, []string{"kubectl", "--kuberc", "", "get"}) {
+		t.Fatalf("splitNUL = %q", got)
+	}
+	if c := (Caller{Args: []string{"kubectl", "--kuberc", "", "get", "ns"}}); c.kubercFlag() != "" {
+		t.Fatalf("kubercFlag = %q, want the empty value", c.kubercFlag())
 	}
 }

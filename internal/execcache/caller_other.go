@@ -12,3 +12,7 @@ import (
 func readCaller(int) (args, env []string, err error) {
 	return nil, nil, errors.New("reading another process's environment is not supported on " + runtime.GOOS)
 }
+
+func parentOf(int) (int, error) {
+	return 0, errors.New("reading a process's parent is not supported on " + runtime.GOOS)
+}

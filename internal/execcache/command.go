@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kplug/kplug/execcred/kuberc"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/output"
 )
@@ -152,7 +154,11 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 	if err := c.validate(args); err != nil {
 		return &UsageError{Err: err, ShowHelp: true}
 	}
-	dir, err := c.cacheDir(p.Environ)
+	if c.clear && lookupEnv(p.Environ, wire.InfoEnv) != "" {
+		// A kubeconfig's exec block must not wipe the user's cache (and their logins).
+		return &UsageError{Err: errors.New("--clear is for you to run, not for an exec block: " + wire.InfoEnv + " is set, so a client ran this as its credential plugin")}
+	}
+	dir, err := c.cacheDir(p)
 	if err != nil {
 		return err
 	}
@@ -317,19 +323,57 @@ func (c *Command) validate(args []string) error {
 }
 
 // cacheDir is --cache-dir; by default a directory of kplug's under KUBECACHEDIR (where
-// kubectl keeps its http and discovery caches), else under the user cache dir.
-func (c *Command) cacheDir(environ []string) (string, error) {
+// kubectl keeps its http and discovery caches), else under the user cache dir, both taken
+// from the client's environment when it is known: the exec block's env must not move the
+// user's credentials into a directory of its choosing.
+func (c *Command) cacheDir(p Process) (string, error) {
 	if c.dir != "" {
 		return c.dir, nil
 	}
-	if kcd := lookupEnv(environ, "KUBECACHEDIR"); kcd != "" {
+	environ := p.Environ
+	if p.Caller.Known() {
+		environ = p.Caller.Environ
+	}
+	getenv := func(name string) string { return lookupEnv(environ, name) }
+	if kcd := getenv("KUBECACHEDIR"); kcd != "" {
 		return filepath.Join(kcd, "kplug", "exec-cache"), nil
 	}
-	base, err := os.UserCacheDir()
+	base, err := userCacheDir(getenv)
 	if err != nil {
 		return "", &UsageError{Err: fmt.Errorf("exec-cache: no user cache directory (%w); pass --cache-dir", err)}
 	}
 	return filepath.Join(base, "kplug", "exec-cache"), nil
+}
+
+// userCacheDir is os.UserCacheDir with the environment read by getenv.
+func userCacheDir(getenv func(string) string) (string, error) {
+	var dir string
+	switch runtime.GOOS {
+	case "windows":
+		if dir = getenv("LocalAppData"); dir == "" {
+			return "", errors.New("%LocalAppData% is not defined")
+		}
+	case "darwin", "ios":
+		if dir = getenv("HOME"); dir == "" {
+			return "", errors.New("$HOME is not defined")
+		}
+		dir += "/Library/Caches"
+	case "plan9":
+		if dir = getenv("home"); dir == "" {
+			return "", errors.New("$home is not defined")
+		}
+		dir += "/lib/cache"
+	default:
+		if dir = getenv("XDG_CACHE_HOME"); dir == "" {
+			if dir = getenv("HOME"); dir == "" {
+				return "", errors.New("neither $XDG_CACHE_HOME nor $HOME are defined")
+			}
+			dir += "/.cache"
+		} else if !filepath.IsAbs(dir) {
+			return "", errors.New("path in $XDG_CACHE_HOME is relative")
+		}
+	}
+	return dir, nil
 }
 
 func (c *Command) runList(out io.Writer, dir string, args []string) error {

@@ -118,7 +118,12 @@ type keyDoc struct {
 	Env  []string `json:"env"`
 	// Files are "path=digest" of a known plugin's identity files (identityFiles,
 	// fileDigest), so that switching identity through a file gives another entry.
-	Files      []string      `json:"files,omitempty"`
+	Files []string `json:"files,omitempty"`
+	// Selection is the exec block's --ignore-env and --key-env, which choose what Env
+	// holds: two exec blocks that leave different variables out of the key never share an
+	// entry, so one that ignores the variables carrying its own identity cannot answer for
+	// another that runs the same command (issue 27).
+	Selection  []string      `json:"selection,omitempty"`
 	APIVersion string        `json:"apiVersion"`
 	Cluster    *wire.Cluster `json:"cluster,omitempty"`
 }
@@ -165,6 +170,7 @@ func Key(path string, args, env []string, info *wire.Info, sel KeyEnv) string {
 		Rule:       rule,
 		Env:        keyEnv(env, names, sel.Ignore),
 		Files:      files,
+		Selection:  selection(sel),
 		APIVersion: info.APIVersion,
 		Cluster:    info.Cluster,
 	}
@@ -177,6 +183,20 @@ func Key(path string, args, env []string, info *wire.Info, sel KeyEnv) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// selection lists sel as "ignore NAME" and "declare NAME", sorted and without
+// duplicates; nil when both are empty, so keys made without them do not change.
+func selection(sel KeyEnv) []string {
+	var out []string
+	for _, n := range sel.Ignore {
+		out = append(out, "ignore "+n)
+	}
+	for _, n := range sel.Declare {
+		out = append(out, "declare "+n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // keyEnv returns env without ignored names, and only the names in only when it is not

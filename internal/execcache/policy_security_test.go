@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -179,7 +180,7 @@ func TestExecCacheUnknownClientFailsClosed(t *testing.T) {
 	l := newLaunder(t)
 	unknown := Caller{Err: errors.New("not supported here")}
 	_, err := l.run(unknown, []string{"PATH=" + l.planted, "KUBERC=" + l.kuberc}, "", "plug")
-	want := `exec-cache: the credential plugin policy in ` + l.kuberc + ` (Allowlist [kplug-exec-cache plug]) does not allow the wrapped plugin: plugin path "plug" cannot be resolved for credential plugin allowlist check: exec: "plug": the client's PATH is unknown (not supported here), so exec-cache resolves no plugin name; give the plugin's absolute path after --`
+	want := `exec-cache: the credential plugin policy in ` + l.kuberc + ` (Allowlist [kplug-exec-cache plug]) does not allow the wrapped plugin: plugin path "plug" cannot be resolved for credential plugin allowlist check: exec: "plug": the client's PATH is unknown (not supported here), so exec-cache resolves no plugin name; give the plugin's absolute path after -- and list that path in the allowlist`
 	if err == nil || err.Error() != want || l.plantedRan() {
 		t.Fatalf("%v\nwant %s", err, want)
 	}
@@ -193,5 +194,39 @@ func TestExecCacheUnknownClientFailsClosed(t *testing.T) {
 	// Without a restricting policy, names resolve in the only PATH there is.
 	if out, err := l.run(unknown, []string{"PATH=" + l.trusted}, "", "plug"); err != nil || !strings.Contains(out, "tok-") {
 		t.Fatalf("no policy: %q, %v", out, err)
+	}
+}
+
+// TestSecurityExecBlockCannotClearTheCache (issue 27, N1 review): an exec block with
+// args [--clear, --all] wiped the user's cache, and with it their logins.
+func TestSecurityExecBlockCannotClearTheCache(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	c := &Command{}
+	fs := pflag.NewFlagSet("exec-cache", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	dir := filepath.Join(t.TempDir(), "cache")
+	if err := fs.Parse([]string{"--cache-dir", dir, "--clear", "--all"}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Run(context.Background(), fs.Args(), Process{Environ: []string{execInfoEnv(t, wire.V1, nil, nil)}, Stdout: &out, Stderr: &errOut})
+	var usage *UsageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--clear is for you to run, not for an exec block") || out.Len() != 0 {
+		t.Fatalf("--clear --all as a plugin: %q, %v", out.String(), err)
+	}
+}
+
+// The default cache directory comes from the client's environment, not from the exec
+// block's HOME, XDG_CACHE_HOME or KUBECACHEDIR.
+func TestSecurityCacheDirectoryFromTheClient(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the user cache directory is $XDG_CACHE_HOME on Linux only")
+	}
+	c := &Command{}
+	client := Caller{Environ: []string{"HOME=/home/me", "XDG_CACHE_HOME=/home/me/.cache"}, Args: []string{"kubectl"}}
+	dir, err := c.cacheDir(Process{Environ: []string{"HOME=/repo", "KUBECACHEDIR=/repo/.kube"}, Caller: client})
+	if err != nil || dir != "/home/me/.cache/kplug/exec-cache" {
+		t.Fatalf("cacheDir = %q, %v; want the client's", dir, err)
 	}
 }

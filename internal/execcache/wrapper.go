@@ -218,7 +218,7 @@ func (o *Options) clientLookPath() func(string) (string, error) {
 		if filepath.Base(file) != file {
 			return execplugin.LookPath(file, nil)
 		}
-		return "", &exec.Error{Name: file, Err: fmt.Errorf("the client's PATH is unknown (%w), so exec-cache resolves no plugin name; give the plugin's absolute path after --", why)}
+		return "", &exec.Error{Name: file, Err: fmt.Errorf("the client's PATH is unknown (%w), so exec-cache resolves no plugin name; give the plugin's absolute path after -- and list that path in the allowlist", why)}
 	}
 }
 
