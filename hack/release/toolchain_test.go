@@ -134,19 +134,31 @@ func TestToolchainEnvironment(t *testing.T) {
 func TestSecurityReleaseRefusesAnotherToolchain(t *testing.T) {
 	t.Parallel()
 	environ := append(minimalEnviron(), "GOPROXY=off") // nothing is fetched
-	for _, tt := range []struct{ gomod, want string }{
-		{"module example.com/m\n\ngo 1.26.0\n", "has no toolchain line: a release is built with the toolchain go.mod pins (add one, e.g. toolchain go1.26.8)"},
+	for _, tt := range []struct {
+		gomod string
+		want  []string // in the error, in order
+	}{
+		{"module example.com/m\n\ngo 1.26.0\n", []string{"/go.mod has no toolchain line: a release is built with the toolchain go.mod pins (add one, e.g. toolchain go1.26.8)"}},
 		// Not the go on PATH, and not to be fetched: refused, saying what to install.
-		{"module example.com/m\n\ngo 1.26.0\n\ntoolchain go1.26.7\n", "go.mod's toolchain line pins go1.26.7, the go on PATH is " + pinnedGo(t) +
-			", and the go command could not run go1.26.7: go env: exit status 1: go: downloading go1.26.7"},
-		{"module example.com/m\n\ngo 1.26.0\n\ntoolchain go1.26.7\n", "toolchain not available; install go1.26.7 (https://go.dev/dl/) first on PATH"},
+		{"module example.com/m\n\ngo 1.26.0\n\ntoolchain go1.26.7\n", []string{
+			"go.mod's toolchain line pins go1.26.7, the go on PATH is go1.",
+			", and the go command could not run go1.26.7: go env: exit status 1: go: downloading go1.26.7",
+			"toolchain not available; install go1.26.7 (https://go.dev/dl/) first on PATH",
+		}},
 	} {
 		src := t.TempDir()
 		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(tt.gomod), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := newToolchain(t.Context(), src, environ); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("go.mod %q: %v, want an error containing %q", tt.gomod, err, tt.want)
+		_, _, err := newToolchain(t.Context(), src, environ)
+		rest := errString(err)
+		for _, want := range tt.want {
+			_, after, ok := strings.Cut(rest, want)
+			if !ok {
+				t.Errorf("go.mod %q: %v, want an error with, in order, %q", tt.gomod, err, tt.want)
+				break
+			}
+			rest = after
 		}
 	}
 }

@@ -114,12 +114,13 @@ func TestRelease(t *testing.T) {
 		if err := os.MkdirAll(parent, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		// And a builder's environment that changes what go builds and what syft reports
-		// when a release inherits it (issue 27, N6): hack/release makes the environment of
-		// the go command and of syft rather than inheriting it.
+		// And a builder's environment that changes what go builds, what syft reports and
+		// which version is stamped when a release inherits it (issue 27, N6): hack/release
+		// makes the environment of the go command and of syft rather than inheriting it,
+		// and make takes VERSION from its command line only.
 		second := makeRelease(t, parent, "TZ=Pacific/Kiritimati", "SOURCE_DATE_EPOCH=",
 			"GOFIPS140=latest", "GOFLAGS=-tags=kplug_polluted", "GOEXPERIMENT=nogreenteagc", "GOAMD64=v2", "CGO_ENABLED=1",
-			"SYFT_GOLANG_SEARCH_LOCAL_MOD_CACHE_LICENSES=true")
+			"SYFT_GOLANG_SEARCH_LOCAL_MOD_CACHE_LICENSES=true", "VERSION=v0.0.0-from-the-environment")
 		if second.version != first.version {
 			t.Fatalf("versions %s and %s", first.version, second.version)
 		}
