@@ -75,7 +75,7 @@ func normalizeSBOM(raw []byte, created time.Time, f formula) ([]byte, error) {
 		return nil, errors.New("syft's CycloneDX document has no metadata")
 	}
 	meta["timestamp"] = created.UTC().Format(time.RFC3339)
-	// formulation is CycloneDX 1.5's; syft has written 1.6 since v1.
+	// The formulation is in CycloneDX from 1.5 on.
 	if v, _ := doc["specVersion"].(string); !slices.Contains([]string{"1.5", "1.6", "1.7"}, v) {
 		return nil, fmt.Errorf("syft wrote CycloneDX %q; the release's SBOMs need 1.5 or later for their formulation", v)
 	}
