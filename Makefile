@@ -4,7 +4,12 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 BIN := $(CURDIR)/_output/bin
-VERSION ?= $(shell hack/version.sh)
+# The version hack/version.sh gives the commit. Only `make VERSION=...` overrides it: a
+# VERSION in the environment (CI systems set their own) would stamp another version into
+# release binaries built from the same commit.
+ifneq ($(origin VERSION),command line)
+VERSION := $(shell hack/version.sh)
+endif
 LDFLAGS := -X github.com/kplug/kplug/internal/version.Version=$(VERSION)
 # Unit tests are everything but the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')

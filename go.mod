@@ -2,6 +2,8 @@ module github.com/kplug/kplug
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/ThalesGroup/crypto11 v1.5.0
 	github.com/aws/aws-sdk-go-v2 v1.47.7

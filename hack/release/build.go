@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -49,6 +50,7 @@ func parsePlatforms(s string) ([]platform, error) {
 type options struct {
 	out, version, syft, source string
 	platforms                  []platform
+	environ                    []string // the builder's environment, os.Environ(): read, never passed on whole
 }
 
 // programs are the binaries every archive holds: kplug, and exec-cache as a program of
@@ -69,9 +71,16 @@ func build(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	c, err := readCommit(ctx, src)
+	c, err := readCommit(ctx, src, o.environ)
 	if err != nil {
 		return err
+	}
+	tc, ignored, err := newToolchain(ctx, src, o.environ)
+	if err != nil {
+		return err
+	}
+	if len(ignored) > 0 {
+		fmt.Fprintf(os.Stderr, "release: ignoring %s from the environment: a release is built with its own settings (docs/development.md, Releases)\n", strings.Join(ignored, ", "))
 	}
 	out, err := filepath.Abs(o.out)
 	if err != nil {
@@ -97,7 +106,7 @@ func build(ctx context.Context, o options) error {
 
 	var built []archive
 	for _, p := range o.platforms {
-		a, err := buildPlatform(ctx, o, c, src, tmp, dist, p)
+		a, err := buildPlatform(ctx, o, tc, c, src, tmp, dist, p)
 		if err != nil {
 			return err
 		}
@@ -131,15 +140,18 @@ type archive struct {
 	sbom     []byte // the normalized CycloneDX JSON
 }
 
-func buildPlatform(ctx context.Context, o options, c commit, src, tmp, dist string, p platform) (archive, error) {
+func buildPlatform(ctx context.Context, o options, tc toolchain, c commit, src, tmp, dist string, p platform) (archive, error) {
 	a := archive{platform: p, stage: filepath.Join(tmp, "stage", p.os+"_"+p.arch)}
 	if err := os.MkdirAll(a.stage, 0o755); err != nil {
 		return a, err
 	}
+	var built []builtProgram
 	for _, prog := range programs {
-		if err := goBuild(ctx, src, p, o.version, "./cmd/"+prog, filepath.Join(a.stage, p.exe(prog))); err != nil {
+		b, err := goBuild(ctx, tc, src, p, o.version, prog, a.stage)
+		if err != nil {
 			return a, err
 		}
+		built = append(built, b)
 	}
 	for _, d := range docs {
 		data, err := os.ReadFile(filepath.Join(src, d))
@@ -160,7 +172,7 @@ func buildPlatform(ctx context.Context, o options, c commit, src, tmp, dist stri
 	}
 	sum := sha256.Sum256(data)
 	a.sha256 = hex.EncodeToString(sum[:])
-	if a.sbom, err = makeSBOM(ctx, o.syft, a.stage, o.version, c.time); err != nil {
+	if a.sbom, err = makeSBOM(ctx, o.syft, a.stage, o.version, c.time, o.environ, formulation(tc, p, built)); err != nil {
 		return a, fmt.Errorf("SBOM for %s: %w", p, err)
 	}
 	if err := os.WriteFile(filepath.Join(dist, a.name+sbomSuffix), a.sbom, 0o644); err != nil {
@@ -180,31 +192,56 @@ func archiveName(version string, p platform) string {
 	return fmt.Sprintf("kplug_%s_%s_%s%s", strings.TrimPrefix(version, "v"), p.os, p.arch, ext)
 }
 
-// goBuild builds pkg for p, cgo-free, with nothing of the machine or the checkout's path
-// in it: -trimpath, no VCS stamp (the version is stamped), no symbol table or DWARF, and
-// the environment variables that change code generation pinned to their defaults.
-func goBuild(ctx context.Context, src string, p platform, version, pkg, out string) error {
-	ldflags := "-s -w -X github.com/kplug/kplug/internal/version.Version=" + version
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
+// builtProgram is a program built for a platform, as its build information says.
+type builtProgram struct {
+	name     string   // kplug, kplug-exec-cache
+	executed []string // the go command's arguments, with the output's file name
+	info     *buildinfo.BuildInfo
+}
+
+// goBuild builds ./cmd/<prog> for p into dir, cgo-free, with nothing of the machine or the
+// checkout's path in it: -trimpath, no VCS stamp (the version is stamped), no symbol table
+// or DWARF, in tc's environment (the pinned toolchain and settings, nothing of the
+// builder's), and checks the result's build information.
+func goBuild(ctx context.Context, tc toolchain, src string, p platform, version, prog, dir string) (builtProgram, error) {
+	args := func(out string) []string {
+		ldflags := "-s -w -X github.com/kplug/kplug/internal/version.Version=" + version
+		return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./cmd/" + prog}
+	}
+	out := filepath.Join(dir, p.exe(prog))
+	cmd := exec.CommandContext(ctx, "go", args(out)...)
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.os, "GOARCH="+p.arch,
-		"GOFLAGS=-mod=readonly", "GOAMD64=v1", "GOARM64=v8.0", "GOEXPERIMENT=", "GOTOOLCHAIN=local")
+	cmd.Env = tc.platformEnv(p)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s for %s: %w", pkg, p, err)
+		return builtProgram{}, fmt.Errorf("go build ./cmd/%s for %s: %w", prog, p, err)
 	}
-	return nil
+	info, err := checkBinary(out, p, tc.goVersion)
+	if err != nil {
+		return builtProgram{}, err
+	}
+	return builtProgram{name: prog, executed: args(p.exe(prog)), info: info}, nil
 }
 
 // readCommit reads HEAD's hash and time from git in src. SOURCE_DATE_EPOCH, when set,
 // replaces the time (https://reproducible-builds.org/specs/source-date-epoch/).
-func readCommit(ctx context.Context, src string) (commit, error) {
-	out, err := exec.CommandContext(ctx, "git", "-C", src, "log", "-1", "--format=%H %ct").Output()
+// git runs with PATH and HOME only (HOME for safe.directory): a GIT_DIR, GIT_WORK_TREE or
+// GIT_CONFIG_* of the builder's would make it read another commit.
+func readCommit(ctx context.Context, src string, environ []string) (commit, error) {
+	builder := envMap(environ)
+	cmd := exec.CommandContext(ctx, "git", "-C", src, "log", "-1", "--format=%H %ct")
+	cmd.Env = []string{} // not nil, which would inherit
+	for _, k := range []string{"PATH", "HOME", "SYSTEMROOT"} {
+		if v, ok := builder[envKey(k)]; ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		return commit{}, fmt.Errorf("reading the commit from git in %s (a release is built from a git checkout): %w", src, err)
 	}
 	hash, secs, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-	if epoch := os.Getenv("SOURCE_DATE_EPOCH"); epoch != "" {
+	if epoch := builder["SOURCE_DATE_EPOCH"]; epoch != "" {
 		secs = epoch
 	}
 	n, err := strconv.ParseInt(secs, 10, 64)

@@ -4,7 +4,9 @@
 // (CycloneDX, made by syft), SHA256SUMS, the krew manifest, and an OCI image (linux/amd64
 // and linux/arm64, FROM scratch, non-root) with its SBOMs attached as OCI referrers, as an
 // OCI image layout. Everything in the output is a function of the commit: two runs from
-// the same commit, on any path, give byte-identical files.
+// the same commit, on any path, give byte-identical files. The binaries are built by the
+// toolchain go.mod's toolchain line pins, in an environment made here rather than
+// inherited (toolchain.go), and their SBOMs record that toolchain and those settings.
 //
 //	go run ./hack/release --version v1.2.3 --syft _output/bin/syft --out _output/release
 //	go run ./hack/release push --layout _output/release/image registry.example/kplug:v1.2.3
@@ -43,7 +45,7 @@ func run(ctx context.Context, args []string) error {
 		return runPush(ctx, args[1:])
 	}
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	var o options
+	o := options{environ: os.Environ()}
 	fs.StringVar(&o.out, "out", "_output/release", "directory to write the release into (replaced)")
 	fs.StringVar(&o.version, "version", "", "the version to stamp, as hack/version.sh prints it (required)")
 	fs.StringVar(&o.syft, "syft", "", "path of the pinned syft that makes the SBOMs (required)")

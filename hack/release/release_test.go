@@ -151,11 +151,11 @@ func TestNormalizeSBOM(t *testing.T) {
 "metadata":{"timestamp":"` + ts + `","component":{"name":"kplug","version":"v1.2.3"}},
 "components":[{"name":"k8s.io/client-go","version":"v0.36.3","purl":"pkg:golang/k8s.io/client-go@v0.36.3"}]}`)
 	}
-	a, err := normalizeSBOM(doc("urn:uuid:1b4e28ba-2fa1-11d2-883f-0016d3cca427", "2026-11-25T09:00:00Z"), epoch)
+	a, err := normalizeSBOM(doc("urn:uuid:1b4e28ba-2fa1-11d2-883f-0016d3cca427", "2026-11-25T09:00:00Z"), epoch, formula{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := normalizeSBOM(doc("urn:uuid:6ba7b810-9dad-11d1-80b4-00c04fd430c8", "2026-12-01T10:11:12+01:00"), epoch)
+	b, err := normalizeSBOM(doc("urn:uuid:6ba7b810-9dad-11d1-80b4-00c04fd430c8", "2026-12-01T10:11:12+01:00"), epoch, formula{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestNormalizeSBOM(t *testing.T) {
 		}
 	}
 	other := bytes.Replace(doc("x", "y"), []byte("v0.36.3"), []byte("v0.36.4"), 2)
-	c, err := normalizeSBOM(other, epoch)
+	c, err := normalizeSBOM(other, epoch, formula{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +176,12 @@ func TestNormalizeSBOM(t *testing.T) {
 	if serial(a) == serial(c) {
 		t.Errorf("different content, same serial number %s", serial(a))
 	}
-	for _, bad := range []string{`not json`, `{"bomFormat":"SPDX"}`, `{"bomFormat":"CycloneDX"}`} {
-		if _, err := normalizeSBOM([]byte(bad), epoch); err == nil {
+	for _, bad := range []string{
+		`not json`, `{"bomFormat":"SPDX"}`, `{"bomFormat":"CycloneDX"}`,
+		`{"bomFormat":"CycloneDX","specVersion":"1.4","metadata":{}}`,
+		`{"bomFormat":"CycloneDX","specVersion":"1.6","metadata":{},"formulation":[]}`,
+	} {
+		if _, err := normalizeSBOM([]byte(bad), epoch, formula{}); err == nil {
 			t.Errorf("normalizeSBOM(%s) succeeded", bad)
 		}
 	}

@@ -89,7 +89,8 @@ func (r releaseBuild) archive(platform string) string {
 
 // TestRelease builds the release of HEAD as `make release` does, twice, and checks what it
 // promises: byte-identical output from two clones on different paths (different time
-// zone and umask too), checksums that sha256sum accepts, archives laid out for krew and
+// zone and umask too, and Go and syft settings in the environment), binaries built by
+// the toolchain go.mod pins and SBOMs that say so, checksums that sha256sum accepts, archives laid out for krew and
 // package managers with cgo-free, stamped, trimmed binaries, SBOMs that name what is
 // linked, an image that a real registry takes and gives back, and a krew manifest that
 // the real krew installs.
@@ -113,7 +114,13 @@ func TestRelease(t *testing.T) {
 		if err := os.MkdirAll(parent, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		second := makeRelease(t, parent, "TZ=Pacific/Kiritimati", "SOURCE_DATE_EPOCH=")
+		// And a builder's environment that changes what go builds, what syft reports and
+		// which version is stamped when a release inherits it (issue 27, N6): hack/release
+		// makes the environment of the go command and of syft rather than inheriting it,
+		// and make takes VERSION from its command line only.
+		second := makeRelease(t, parent, "TZ=Pacific/Kiritimati", "SOURCE_DATE_EPOCH=",
+			"GOFIPS140=latest", "GOFLAGS=-tags=kplug_polluted", "GOEXPERIMENT=nogreenteagc", "GOAMD64=v2", "CGO_ENABLED=1",
+			"SYFT_GOLANG_SEARCH_LOCAL_MOD_CACHE_LICENSES=true", "VERSION=v0.0.0-from-the-environment")
 		if second.version != first.version {
 			t.Fatalf("versions %s and %s", first.version, second.version)
 		}
@@ -168,7 +175,7 @@ func TestRelease(t *testing.T) {
 			want[mod] = strings.TrimSpace(string(out))
 		}
 		for _, p := range releasePlatforms {
-			checkSBOM(t, filepath.Join(first.dir, first.archive(p)+".sbom.cdx.json"), first.version, want)
+			checkSBOM(t, filepath.Join(first.dir, first.archive(p)+".sbom.cdx.json"), first.version, want, pinnedToolchain(t, first.clone))
 		}
 	})
 
@@ -245,8 +252,11 @@ func checkArchive(t *testing.T, r releaseBuild, platform string) {
 		}
 		// (go does not record -ldflags with -trimpath: they may hold paths.)
 		if settings["GOOS"] != goos || settings["GOARCH"] != goarch || settings["CGO_ENABLED"] != "0" ||
-			settings["-trimpath"] != "true" || settings["-ldflags"] != "" {
+			settings["-trimpath"] != "true" || settings["-ldflags"] != "" || settings["GOFIPS140"] != "" || settings["-tags"] != "" {
 			t.Errorf("%s %s: build settings %v", platform, prog, settings)
+		}
+		if want := pinnedToolchain(t, r.clone); bi.GoVersion != want {
+			t.Errorf("%s %s: built by %s, want %s (go.mod's toolchain line)", platform, prog, bi.GoVersion, want)
 		}
 		if prog == "kplug" && !bytes.Contains(files[exe(prog)], []byte(r.version)) {
 			t.Errorf("%s %s: the version %s is not stamped in", platform, prog, r.version)
@@ -308,9 +318,26 @@ func readArchive(t *testing.T, path string) (map[string][]byte, map[string]fs.Fi
 	}
 }
 
+// pinnedToolchain is the toolchain line of the go.mod in dir.
+func pinnedToolchain(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "toolchain "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("%s/go.mod has no toolchain line", dir)
+	return ""
+}
+
 // checkSBOM reads a CycloneDX SBOM: about kplug at version, made by syft, listing the
-// modules in want at the versions go.mod selects.
-func checkSBOM(t *testing.T, path, version string, want map[string]string) {
+// modules in want at the versions go.mod selects, and saying in its formulation that the
+// toolchain goVersion built both programs.
+func checkSBOM(t *testing.T, path, version string, want map[string]string, goVersion string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -326,10 +353,41 @@ func checkSBOM(t *testing.T, path, version string, want map[string]string) {
 			} `json:"tools"`
 			Component struct{ Name, Version string } `json:"component"`
 		} `json:"metadata"`
-		Components []struct{ Name, Version, PURL string } `json:"components"`
+		Components  []struct{ Name, Version, PURL string } `json:"components"`
+		Formulation []struct {
+			Components []struct{ Name, Version string } `json:"components"`
+			Workflows  []struct {
+				Steps []struct {
+					Name     string `json:"name"`
+					Commands []struct {
+						Properties []struct{ Name, Value string } `json:"properties"`
+					} `json:"commands"`
+				} `json:"steps"`
+			} `json:"workflows"`
+		} `json:"formulation"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatalf("%s: %v", path, err)
+	}
+	built := map[string]string{}
+	for _, f := range doc.Formulation {
+		for _, c := range f.Components {
+			built[c.Name] = c.Version
+		}
+		for _, w := range f.Workflows {
+			for _, s := range w.Steps {
+				for _, c := range s.Commands {
+					for _, p := range c.Properties {
+						if p.Name == "cdx:gomod:build:env:GOVERSION" {
+							built[s.Name] = p.Value
+						}
+					}
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"go": goVersion, "kplug": goVersion, "kplug-exec-cache": goVersion}, built); diff != "" {
+		t.Errorf("%s: the toolchain in the formulation (-want +got):\n%s", path, diff)
 	}
 	if doc.BOMFormat != "CycloneDX" || !strings.HasPrefix(doc.SerialNumber, "urn:uuid:") || doc.Metadata.Timestamp == "" {
 		t.Errorf("%s: format %q, serial %q, timestamp %q", path, doc.BOMFormat, doc.SerialNumber, doc.Metadata.Timestamp)
