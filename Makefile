@@ -73,7 +73,7 @@ release: ## Archives of kplug for linux, darwin and windows (amd64, arm64), SBOM
 .PHONY: release-check
 release-check: ## Build the release of HEAD twice (two clones, different paths) and check it: identical bytes, SHA256SUMS, SBOMs, image, krew
 	hack/tools/build.sh syft krew kubectl
-	KPLUG_E2E_REQUIRED=1 KPLUG_RELEASE_CHECK=1 $(GO) test -count=1 -timeout 60m -run '^TestRelease$$' -v ./test/e2e/
+	KPLUG_E2E_REQUIRED=1 KPLUG_RELEASE_CHECK=1 $(GO) test -count=1 -timeout 90m -run '^TestRelease$$' -v ./test/e2e/
 
 .PHONY: image-push
 image-push: ## Push the release's image and its SBOMs: make image-push IMAGE=registry.example/kplug:v1.2.3
