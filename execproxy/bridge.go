@@ -31,13 +31,17 @@ import (
 // TLS. Close stops it. A Bridge is safe for concurrent use.
 //
 // What another local user can do to it is bounded without letting them starve the
-// owner: on Linux, connections opened by another user (other than root) are refused as
-// soon as they are accepted, by the uid the kernel records for their socket. Elsewhere, and
-// wherever the kernel cannot say, a connection must send its CONNECT within
+// owner: on Linux, connections opened by another user (other than root), and those whose
+// client already closed or reset them (their socket has no owner left), are refused as
+// soon as they are accepted, by what the kernel records for the client's socket.
+// Elsewhere, and wherever the kernel cannot say, a connection must send its CONNECT within
 // connectTimeout; at most maxPending connections wait to do so, and a new connection
 // closes the one that has waited longest, so that a client that sends its CONNECT at once,
 // as every client does, is kept out only by maxPending connections opened in that
-// instant. Only tunnels, which needed the secret, count against MaxBridgeConns.
+// instant. Only tunnels, which needed the secret, count against MaxBridgeConns. The bridge
+// holds at most 2*MaxBridgeConns+maxPending+3 file descriptors: a tunnel's connection and
+// its connection to the proxy's socket, a waiting connection, and the listener, a
+// connection being accepted and the netlink socket that looks up its owner.
 type Bridge struct {
 	// Addr is the bridge's loopback address (host:port); it holds no secret.
 	Addr string
@@ -166,12 +170,17 @@ func (b *Bridge) serve() {
 
 // ownersConn reports whether conn may go on to send its CONNECT: it was opened by the
 // bridge's own user or by root, or the OS cannot tell by whom. Any other user could only
-// guess the secret; refusing them here keeps them from taking places in pending.
+// guess the secret; refusing them here keeps them from taking places in pending. A
+// connection whose client already closed or reset it is refused too: its socket has no
+// owner, whom anybody could have been.
 func (b *Bridge) ownersConn(conn net.Conn) bool {
 	if b.peerUID == nil {
 		return true
 	}
 	uid, err := b.peerUID(conn)
+	if errors.Is(err, errPeerGone) {
+		return false
+	}
 	if err != nil {
 		if b.log != nil {
 			b.log.Debug("bridge: the owner of a connection is unknown; admitting it by its CONNECT alone", "error", err)
@@ -180,6 +189,10 @@ func (b *Bridge) ownersConn(conn net.Conn) bool {
 	}
 	return uid == b.uid || uid == 0
 }
+
+// errPeerGone is peerUID's answer for a connection whose client end is closed: the kernel
+// knows no owner of it.
+var errPeerGone = errors.New("peer uid: the client's socket is closed")
 
 // admitted moves conn from pending to the tunnels, unless it was closed meanwhile or
 // MaxBridgeConns tunnels are open; it reports which, with the refusal to send.

@@ -52,6 +52,7 @@ const (
 	diagReqLen      = 56 // family, protocol, ext, pad, states, then struct inet_diag_sockid
 	diagMsgStateAt  = 1
 	diagMsgUIDAt    = 64 // family, state, timer, retrans, sockid (48), expires, rqueue, wqueue
+	diagMsgInodeAt  = 68
 	diagMsgLen      = 72
 	diagSockIDIfAt  = 36 // within struct inet_diag_sockid: ports (4), src (16), dst (16)
 	diagNoCookie    = ^uint32(0)
@@ -96,7 +97,13 @@ func diagUID(b []byte) (uint32, error) {
 		if len(b) >= nlmsgHeaderLen+nlmsgErrorValue {
 			// The kernel's errno, negated, in two's complement.
 			if code := ne.Uint32(b[nlmsgErrorCode:]); code != 0 {
-				return 0, fmt.Errorf("peer uid: sock_diag: %w", syscall.Errno(^code+1))
+				errno := syscall.Errno(^code + 1)
+				if errno == syscall.ENOENT {
+					// No such socket: the client reset its connection, or closed it and
+					// the kernel already forgot it.
+					return 0, fmt.Errorf("%w (sock_diag: %w)", errPeerGone, errno)
+				}
+				return 0, fmt.Errorf("peer uid: sock_diag: %w", errno)
 			}
 		}
 		return 0, errors.New("peer uid: sock_diag answered with an error")
@@ -104,12 +111,16 @@ func diagUID(b []byte) (uint32, error) {
 		if len(b) < nlmsgHeaderLen+diagMsgLen {
 			return 0, errors.New("peer uid: short sock_diag message")
 		}
-		// A closed socket waiting out TIME_WAIT (also one closed in FIN_WAIT2) has no
-		// owner any more, and the kernel reports uid 0 for it: that is not root.
-		if b[nlmsgHeaderLen+diagMsgStateAt] == tcpTimeWait {
-			return 0, errors.New("peer uid: the client's socket is closed")
+		// A socket its process has closed (FIN_WAIT1, FIN_WAIT2, CLOSING, LAST_ACK,
+		// TIME_WAIT) is an orphan: it has no inode any more, and the kernel reports uid 0
+		// for it (for every orphan on older kernels, for those waiting in FIN_WAIT2 or
+		// TIME_WAIT on all). That is nobody, not root. A socket a process holds always has
+		// an inode.
+		msg := b[nlmsgHeaderLen:]
+		if ne.Uint32(msg[diagMsgInodeAt:]) == 0 || msg[diagMsgStateAt] == tcpTimeWait {
+			return 0, errPeerGone
 		}
-		return ne.Uint32(b[nlmsgHeaderLen+diagMsgUIDAt:]), nil
+		return ne.Uint32(msg[diagMsgUIDAt:]), nil
 	}
 	return 0, fmt.Errorf("peer uid: unexpected sock_diag message type %d", ne.Uint16(b[4:]))
 }

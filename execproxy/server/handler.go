@@ -42,6 +42,11 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
+			// The outgoing request keeps the client's RequestURI, which the transport
+			// ignores but a signer may read (RFC 9421's @path and @query prefer it): the
+			// target sent is the URL's, with the server URL's path and without the query
+			// parts ReverseProxy dropped, so that is all a signer may see.
+			pr.Out.RequestURI = ""
 		},
 		Transport:     ua,
 		FlushInterval: -1, // watches and logs -f: every write reaches the client at once

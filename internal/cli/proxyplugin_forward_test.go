@@ -38,7 +38,8 @@ import (
 // received is what the stand-in API server of the forwarding tests got: the headers as
 // they arrived, and whether the signature verified over them.
 type received struct {
-	seq    int // how many requests the server has received
+	seq    int    // how many requests the server has received
+	target string // the request target as it arrived (RequestURI)
 	header http.Header
 	err    error
 }
@@ -58,7 +59,7 @@ func recordingAPI(t *testing.T, verify func(r *http.Request, body []byte) error)
 			err = verify(r, body)
 		}
 		mu.Lock()
-		last = received{seq: last.seq + 1, header: r.Header.Clone(), err: err}
+		last = received{seq: last.seq + 1, target: r.RequestURI, header: r.Header.Clone(), err: err}
 		mu.Unlock()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
@@ -75,10 +76,10 @@ func recordingAPI(t *testing.T, verify func(r *http.Request, body []byte) error)
 }
 
 // serveProxyPlugin runs proxy-plugin's proxy with o in this process, for a client that
-// holds a lock, and returns a function that sends one raw HTTP/1.1 request through it
+// holds a lock and whose cluster's server is api's URL followed by path, and returns a function that sends one raw HTTP/1.1 request through it
 // (over the hop's mutual TLS, on the socket or through kplug run's bridge) and returns the
 // status line.
-func serveProxyPlugin(t *testing.T, api *httptest.Server, o *proxyPluginOptions) func(raw string, viaBridge bool) string {
+func serveProxyPlugin(t *testing.T, api *httptest.Server, path string, o *proxyPluginOptions) func(raw string, viaBridge bool) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kp") // short: a socket path is limited to about 100 bytes
 	if err != nil {
@@ -92,7 +93,7 @@ func serveProxyPlugin(t *testing.T, api *httptest.Server, o *proxyPluginOptions)
 	}
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
 	info := fmt.Sprintf(`{"kind":"ExecCredential","apiVersion":%q,"spec":{"cluster":{"server":%q,"certificate-authority-data":%q},"interactive":false,"lockFilePath":%q}}`,
-		execcred.V1, api.URL, base64.StdEncoding.EncodeToString(ca), lock.Path)
+		execcred.V1, api.URL+path, base64.StdEncoding.EncodeToString(ca), lock.Path)
 	g := &globals{log: slog.New(slog.DiscardHandler)}
 	answer, stdout := io.Pipe()
 	done := make(chan error, 1)
@@ -237,14 +238,10 @@ func checkForwarded(t *testing.T, send func(string, bool) string, last func() re
 	}
 }
 
-// TestSecurityProxyPluginSignsWhatItForwards sends each hostile request through
-// proxy-plugin --header --sign rfc9421 to an API server that verifies the KEP-6308
-// signature over the request it received (checkForwarded).
-// Issue 27 N2 review: ReverseProxy removes the headers Connection names; the exec proxy
-// signed after that removal, but a client's duplicate User-Agent lines were signed joined
-// and sent as the first line only, and a Connection header silently dropped the client's
-// own Impersonate-User, turning a request as bob into one as the signer.
-func TestSecurityProxyPluginSignsWhatItForwards(t *testing.T) {
+// rfc9421API is an API server that verifies requests signed by proxy-plugin with the
+// signOptions it returns (KEP-6308, audience cluster-1).
+func rfc9421API(t *testing.T) (*httptest.Server, func() received, signOptions) {
+	t.Helper()
 	ca := testpki.NewTestCA(t, "signing CA")
 	signer, err := ca.IssueClient("signer", "signer")
 	if err != nil {
@@ -260,22 +257,13 @@ func TestSecurityProxyPluginSignsWhatItForwards(t *testing.T) {
 		})
 		return err
 	})
-	send := serveProxyPlugin(t, api, &proxyPluginOptions{
-		headers: []string{"X-Added=configured"},
-		sign:    signOptions{scheme: "rfc9421", signKey: signer.KeyFile, signCert: signer.CertFile, signAudience: "cluster-1"},
-	})
-	checkForwarded(t, send, last, func(t *testing.T, h http.Header) {
-		if v := h.Values(httpsig.AudienceHeader); len(v) != 1 || v[0] != "cluster-1" {
-			t.Errorf("%s arrived as %q, want cluster-1", httpsig.AudienceHeader, v)
-		}
-	})
+	return api, last, signOptions{scheme: "rfc9421", signKey: signer.KeyFile, signCert: signer.CertFile, signAudience: "cluster-1"}
 }
 
-// TestSecurityProxyPluginSigV4SignsWhatItForwards is the same for --sign sigv4, verified
-// by aws-sdk-go-v2's signer (internal/sigverify), which also refuses a request carrying
-// an Impersonate-*, X-Amz-* or Content-Type header the signature does not cover.
-// Issue 27 N2 review.
-func TestSecurityProxyPluginSigV4SignsWhatItForwards(t *testing.T) {
+// sigv4API is an API server that verifies requests signed by proxy-plugin with the
+// signOptions it returns, with aws-sdk-go-v2's signer (internal/sigverify).
+func sigv4API(t *testing.T) (*httptest.Server, func() received, signOptions) {
+	t.Helper()
 	creds := aws.Credentials{AccessKeyID: "AKIDFORWARD", SecretAccessKey: "forward-secret"}
 	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
@@ -290,9 +278,77 @@ func TestSecurityProxyPluginSigV4SignsWhatItForwards(t *testing.T) {
 		}, time.Now())
 		return err
 	})
-	send := serveProxyPlugin(t, api, &proxyPluginOptions{
-		headers: []string{"X-Added=configured"},
-		sign:    signOptions{scheme: "sigv4", service: "eks", region: "eu-west-1", awsTimeout: 10 * time.Second},
+	return api, last, signOptions{scheme: "sigv4", service: "eks", region: "eu-west-1", awsTimeout: 10 * time.Second}
+}
+
+// TestSecurityProxyPluginSignsWhatItForwards sends each hostile request through
+// proxy-plugin --header --sign rfc9421 to an API server that verifies the KEP-6308
+// signature over the request it received (checkForwarded).
+// Issue 27 N2 review: ReverseProxy removes the headers Connection names; the exec proxy
+// signed after that removal, but a client's duplicate User-Agent lines were signed joined
+// and sent as the first line only, and a Connection header silently dropped the client's
+// own Impersonate-User, turning a request as bob into one as the signer.
+func TestSecurityProxyPluginSignsWhatItForwards(t *testing.T) {
+	api, last, sign := rfc9421API(t)
+	send := serveProxyPlugin(t, api, "", &proxyPluginOptions{headers: []string{"X-Added=configured"}, sign: sign})
+	checkForwarded(t, send, last, func(t *testing.T, h http.Header) {
+		if v := h.Values(httpsig.AudienceHeader); len(v) != 1 || v[0] != "cluster-1" {
+			t.Errorf("%s arrived as %q, want cluster-1", httpsig.AudienceHeader, v)
+		}
 	})
+}
+
+// TestSecurityProxyPluginSigV4SignsWhatItForwards is the same for --sign sigv4, verified
+// by aws-sdk-go-v2's signer (internal/sigverify), which also refuses a request carrying
+// an Impersonate-*, X-Amz-* or Content-Type header the signature does not cover.
+// Issue 27 N2 review.
+func TestSecurityProxyPluginSigV4SignsWhatItForwards(t *testing.T) {
+	api, last, sign := sigv4API(t)
+	send := serveProxyPlugin(t, api, "", &proxyPluginOptions{headers: []string{"X-Added=configured"}, sign: sign})
 	checkForwarded(t, send, last, nil)
+}
+
+// TestSecurityProxyPluginSignsTheTargetItSends: proxy-plugin signs the request target it
+// sends, which is not the one its client sent when the cluster's server URL has a path
+// (https://host/prefix) or when the query has parts ReverseProxy drops (a ';', a bad '%'
+// escape). The API server verifies each signature over the target it received.
+// Issue 27 review of N2 (F3): the outgoing request kept the client's RequestURI, which
+// the RFC 9421 signer prefers to the URL, so it signed the incoming target: with a path
+// in the server URL every signed request failed 401, and a dropped query part was signed
+// all the same.
+func TestSecurityProxyPluginSignsTheTargetItSends(t *testing.T) {
+	requests := []struct{ raw, target string }{
+		{"GET /api/v1/pods?limit=1 HTTP/1.1\r\nHost: h\r\n\r\n", "/api/v1/pods?limit=1"},
+		{"GET /api/v1/pods?limit=1;x=2&watch=false HTTP/1.1\r\nHost: h\r\n\r\n", "/api/v1/pods?watch=false"},
+		{"GET /api/v1/pods?a=%zz&limit=1 HTTP/1.1\r\nHost: h\r\n\r\n", "/api/v1/pods?limit=1"},
+		{"GET /api/v1/namespaces/x%2Fy/pods HTTP/1.1\r\nHost: h\r\n\r\n", "/api/v1/namespaces/x%2Fy/pods"},
+		{"GET /version? HTTP/1.1\r\nHost: h\r\n\r\n", "/version?"},
+	}
+	for _, scheme := range []struct {
+		name string
+		api  func(*testing.T) (*httptest.Server, func() received, signOptions)
+	}{{"rfc9421", rfc9421API}, {"sigv4", sigv4API}} {
+		for _, path := range []string{"", "/prefix"} {
+			t.Run(fmt.Sprintf("%s, server path %q", scheme.name, path), func(t *testing.T) {
+				api, last, sign := scheme.api(t)
+				send := serveProxyPlugin(t, api, path, &proxyPluginOptions{sign: sign})
+				for _, tt := range requests {
+					before := last()
+					status := send(tt.raw, false)
+					got := last()
+					line, _, _ := strings.Cut(tt.raw, " HTTP/1.1")
+					if got.seq == before.seq {
+						t.Errorf("%s: answered %q, and the API server got nothing", line, status)
+						continue
+					}
+					if want := path + tt.target; got.target != want {
+						t.Errorf("%s: the API server got %q, want %q", line, got.target, want)
+					}
+					if got.err != nil || !strings.HasPrefix(status, "200 ") {
+						t.Errorf("%s: answered %q; the signature does not verify over %q: %v", line, status, got.target, got.err)
+					}
+				}
+			})
+		}
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/transport"
@@ -194,12 +195,33 @@ func newTestCluster(t testing.TB, docs ...*discovery.Document) *testCluster {
 	return c
 }
 
-// newTestCAs returns a cluster with its CAs and no node yet.
+// closed is a closed channel: run keeps the Lease at once.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// requestHeaderConfigMap is kube-system/extension-apiserver-authentication as
+// kube-apiserver publishes it with kubeadm's request-header flags, then kv's keys set to
+// kv's values.
+func requestHeaderConfigMap(kv ...string) *corev1.ConfigMap {
+	d := map[string]string{
+		"requestheader-client-ca-file":       "-----BEGIN CERTIFICATE-----",
+		"requestheader-username-headers":     `["X-Remote-User"]`,
+		"requestheader-group-headers":        `["X-Remote-Group"]`,
+		"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+		"requestheader-uid-headers":          `["X-Remote-Uid"]`,
+	}
+	for i := 0; i < len(kv); i += 2 {
+		d[kv[i]] = kv[i+1]
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: "kube-system"}, Data: d}
+}
+
+// newTestCAs returns a cluster with its CAs and no node yet; kube-apiserver publishes
+// kubeadm's request-header names.
 func newTestCAs(t testing.TB) *testCluster {
 	return &testCluster{
 		clusterCA: testpki.NewTestCA(t, "cluster"), clientCA: testpki.NewTestCA(t, "client"),
 		frontCA: testpki.NewTestCA(t, "front-proxy"), otherCA: testpki.NewTestCA(t, "other"),
-		client: fake.NewClientset(),
+		client: fake.NewClientset(requestHeaderConfigMap()),
 	}
 }
 
@@ -233,7 +255,7 @@ func (c *testCluster) startNode(t testing.TB, name string, doc *discovery.Docume
 	n := &testNode{backend: b, sidecar: s, srv: srv, reg: reg, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(n.done)
-		s.run(ctx, ln.Addr().String())
+		s.run(ctx, ln.Addr().String(), closed)
 	}()
 	t.Cleanup(func() {
 		select {

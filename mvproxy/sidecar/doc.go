@@ -14,8 +14,12 @@
 // Leases of sidecars nobody renews. PeerWatcher follows the other sidecars' Leases and
 // fetches each one's discovery, believing an address only if the server there proves
 // itself with a certificate from the peer CA for the peer server name, never for the
-// address a Lease names (anyone with Lease write access can write one). When Serve's
-// context ends, it lets requests finish, deletes its Lease and returns.
+// address a Lease names (anyone with Lease write access can write one). In front of all
+// of it, a gate answers 503 until Serve has read which identity headers the local
+// kube-apiserver reads from front proxies and found them to be those the sidecar sets
+// and removes, and again whenever a later reading fails; the Lease waits for the first
+// reading that succeeds. When Serve's context ends, it lets requests finish, deletes its
+// Lease and returns.
 //
 // A k8s.io/apiserver-based server that installs the mvproxy filter itself can use
 // LocalCache, LeaseKeeper and PeerWatcher to fill its Directory the same way.

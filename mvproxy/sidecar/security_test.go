@@ -8,10 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,7 +28,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/kplug/kplug/internal/poll"
@@ -452,70 +459,78 @@ func withGuard(h http.Header) http.Header {
 // only those from clients' requests. kube-apiserver reads a user from the first of its
 // --requestheader-username-headers that is set, and groups from all of its
 // --requestheader-group-headers: with another name among them, a client could name itself
-// admin or add system:masters. Serve reads the names kube-apiserver publishes and refuses
-// such a server; the end-to-end test TestSecurityMixedVersionProxyRequestHeaderNames shows
-// the real kube-apiserver reading the extra name.
+// admin or add system:masters. The sidecar reads the names kube-apiserver publishes and
+// refuses such a server; the end-to-end test TestSecurityMixedVersionProxyRequestHeaderNames
+// shows the real kube-apiserver reading the extra name.
 // Issue 27 N2 review: the identity headers the proxy removed were not all those the
-// server behind reads.
+// server behind reads. Issue 27 review of N2 (F4): the ConfigMap keeps every name ever
+// published, so the refusal must say where the name comes from and how to remove it.
 func TestSecurityRequestHeaderNamesOfTheLocalServer(t *testing.T) {
-	published := func(kv ...string) map[string]string {
-		d := map[string]string{
-			"requestheader-client-ca-file":       "-----BEGIN CERTIFICATE-----",
-			"requestheader-username-headers":     `["X-Remote-User"]`,
-			"requestheader-group-headers":        `["X-Remote-Group"]`,
-			"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
-			"requestheader-uid-headers":          `["X-Remote-Uid"]`,
-		}
-		for i := 0; i < len(kv); i += 2 {
-			d[kv[i]] = kv[i+1]
-		}
-		return d
-	}
 	for _, tt := range []struct {
 		name string
-		data map[string]string // nil: no ConfigMap
-		want string
+		cm   *corev1.ConfigMap // nil: none
+		want error
 	}{
-		{"kubeadm's names", published(), ""},
-		{"no UID header", published("requestheader-uid-headers", ""), ""},
-		{"names in another case", published("requestheader-username-headers", `["x-remote-user"]`), ""},
-		{"no ConfigMap", nil, ""},
-		{"no front proxy trusted", published("requestheader-client-ca-file", "", "requestheader-group-headers", `["X-Groups"]`), ""},
-		{"a second group header", published("requestheader-group-headers", `["X-Remote-Group","X-Groups"]`),
-			"the local kube-apiserver reads identity from --requestheader-group-headers=X-Remote-Group,X-Groups, but the sidecar sets and removes only X-Remote-Group: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-group-headers=X-Remote-Group"},
-		{"another user header first", published("requestheader-username-headers", `["X-User","X-Remote-User"]`),
-			"the local kube-apiserver reads identity from --requestheader-username-headers=X-User,X-Remote-User, but the sidecar sets and removes only X-Remote-User: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-username-headers=X-Remote-User"},
-		{"another extra prefix", published("requestheader-extra-headers-prefix", `["X-Remote-Extra-","X-Extra-"]`),
-			"the local kube-apiserver reads identity from --requestheader-extra-headers-prefix=X-Remote-Extra-,X-Extra-, but the sidecar sets and removes only X-Remote-Extra-: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-extra-headers-prefix=X-Remote-Extra-"},
-		{"another UID header", published("requestheader-uid-headers", `["X-Uid"]`),
-			"the local kube-apiserver reads identity from --requestheader-uid-headers=X-Uid, but the sidecar sets and removes only X-Remote-Uid: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-uid-headers=X-Remote-Uid"},
-		{"no user header", published("requestheader-username-headers", `[]`),
-			"the local kube-apiserver reads identity from --requestheader-username-headers=, but the sidecar sets and removes only X-Remote-User: a client could assert any identity through the others (or users would not be forwarded); run kube-apiserver with --requestheader-username-headers=X-Remote-User"},
+		{"kubeadm's names", requestHeaderConfigMap(), nil},
+		{"no UID header", requestHeaderConfigMap("requestheader-uid-headers", ""), nil},
+		{"names in another case", requestHeaderConfigMap("requestheader-username-headers", `["x-remote-user"]`), nil},
+		{"names published in two cases", requestHeaderConfigMap("requestheader-username-headers", `["X-Remote-User","x-remote-user"]`), nil},
+		{"no front proxy trusted", requestHeaderConfigMap("requestheader-client-ca-file", "", "requestheader-group-headers", `["X-Groups"]`), nil},
+		{"no ConfigMap", nil, errNotPublished},
+		{"a second group header", requestHeaderConfigMap("requestheader-group-headers", `["X-Remote-Group","X-Groups","x-groups"]`),
+			&RequestHeaderError{Flag: "requestheader-group-headers", Names: []string{"X-Remote-Group", "X-Groups", "x-groups"}, Want: "X-Remote-Group", Unknown: []string{"X-Groups"}}},
+		{"another user header first", requestHeaderConfigMap("requestheader-username-headers", `["X-User","X-Remote-User"]`),
+			&RequestHeaderError{Flag: "requestheader-username-headers", Names: []string{"X-User", "X-Remote-User"}, Want: "X-Remote-User", Unknown: []string{"X-User"}}},
+		{"another extra prefix", requestHeaderConfigMap("requestheader-extra-headers-prefix", `["X-Remote-Extra-","X-Extra-"]`),
+			&RequestHeaderError{Flag: "requestheader-extra-headers-prefix", Names: []string{"X-Remote-Extra-", "X-Extra-"}, Want: "X-Remote-Extra-", Unknown: []string{"X-Extra-"}}},
+		{"another UID header", requestHeaderConfigMap("requestheader-uid-headers", `["X-Uid"]`),
+			&RequestHeaderError{Flag: "requestheader-uid-headers", Names: []string{"X-Uid"}, Want: "X-Remote-Uid", Unknown: []string{"X-Uid"}}},
+		{"no user header", requestHeaderConfigMap("requestheader-username-headers", `[]`),
+			&RequestHeaderError{Flag: "requestheader-username-headers", Names: []string{}, Want: "X-Remote-User"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset()
-			if tt.data != nil {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: "kube-system"}, Data: tt.data}
-				if _, err := client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
+			if tt.cm != nil {
+				client = fake.NewClientset(tt.cm)
 			}
 			err := checkRequestHeaders(t.Context(), client)
-			var got string
-			if err != nil {
-				got = err.Error()
-			}
-			if got != tt.want {
-				t.Errorf("got  %q\nwant %q", got, tt.want)
+			var got, want *RequestHeaderError
+			if errors.As(tt.want, &want) {
+				if !errors.As(err, &got) {
+					t.Fatalf("got %v, want %v", err, want)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+			} else if !errors.Is(err, tt.want) {
+				t.Errorf("got %v, want %v", err, tt.want)
 			}
 		})
 	}
 
-	// Serve refuses such a server before it listens.
+	// What an administrator reads.
+	for _, tt := range []struct {
+		err  *RequestHeaderError
+		want string
+	}{
+		{&RequestHeaderError{Flag: "requestheader-group-headers", Names: []string{"X-Remote-Group", "X-Groups"}, Want: "X-Remote-Group", Unknown: []string{"X-Groups"}},
+			"the request-header names in ConfigMap kube-system/extension-apiserver-authentication have --requestheader-group-headers=X-Remote-Group,X-Groups, but the sidecar sets and removes only X-Remote-Group: " +
+				"a client could assert any identity through X-Groups if the local kube-apiserver reads it. " +
+				"The ConfigMap keeps every name any kube-apiserver of the cluster ever published: run each with --requestheader-group-headers=X-Remote-Group, " +
+				"then remove X-Groups from the ConfigMap (kubectl -n kube-system edit configmap extension-apiserver-authentication) or delete the ConfigMap, and the kube-apiservers write their current names back"},
+		{&RequestHeaderError{Flag: "requestheader-username-headers", Names: []string{}, Want: "X-Remote-User"},
+			"the request-header names in ConfigMap kube-system/extension-apiserver-authentication have --requestheader-username-headers=, without X-Remote-User, which the sidecar sets: " +
+				"kube-apiserver would not believe the users it forwards; run kube-apiserver with --requestheader-username-headers=X-Remote-User"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("got  %q\nwant %q", got, tt.want)
+		}
+	}
+
+	// Serve refuses such a server.
 	c := newTestCAs(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: "kube-system"},
-		Data: published("requestheader-group-headers", `["X-Remote-Group","X-Groups"]`)}
-	if _, err := c.client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+	cm := requestHeaderConfigMap("requestheader-group-headers", `["X-Remote-Group","X-Groups"]`)
+	if _, err := c.client.CoreV1().ConfigMaps("kube-system").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods"))
@@ -536,4 +551,155 @@ func TestSecurityRequestHeaderNamesOfTheLocalServer(t *testing.T) {
 	if err := s.Serve(ctx); !errors.As(err, &mismatch) || mismatch.Flag != "requestheader-group-headers" {
 		t.Errorf("Serve beside a server reading X-Groups: %v, want a *RequestHeaderError", err)
 	}
+}
+
+// TestSecurityServeForwardsNothingUnchecked: until the sidecar has read which identity
+// headers the local kube-apiserver reads, and found them to be the ones it removes, it
+// forwards nothing (503) and publishes no Lease, however the reading fails: the
+// apiserver is not up yet (as after a node boots), the sidecar's user may not read the
+// ConfigMap, or kube-apiserver has not written it. It retries and says why; once the
+// names are read it serves. It reads them again: a reading that fails closes it again
+// (unless the apiserver is merely unavailable), and names that stop fitting end Serve
+// with a *RequestHeaderError.
+// Issue 27 review of N2 (F1): any error but a mismatch was logged and the sidecar served
+// unchecked, for good: started before its apiserver, it forwarded a client's
+// X-Other-Group: system:masters to a kube-apiserver that reads it.
+func TestSecurityServeForwardsNothingUnchecked(t *testing.T) {
+	c := newTestCAs(t)
+	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods"))
+	var fail atomic.Pointer[error]
+	c.client.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if err := fail.Load(); err != nil {
+			return true, nil, *err
+		}
+		return false, nil, nil
+	})
+	failWith := func(err error) { fail.Store(&err) }
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	failWith(refused)
+
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.options(t, "server-0", b, ln)
+	o.RequestHeaderRefresh = 50 * time.Millisecond
+	logs := &logBuffer{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
+
+	alice := clientCert(t, c.clientCA, "alice", "developers")
+	client := c.httpClient(t, &alice, "")
+	pods := "https://" + ln.Addr().String() + "/api/v1/namespaces/default/pods"
+	get := func() (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, pods, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Other-Group", "system:masters")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	leases := c.client.CoordinationV1().Leases("kube-system")
+	unchecked := func(why string) {
+		t.Helper()
+		if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, notChecked) {
+			t.Errorf("while %s: %d %s; want 503 %q", why, code, body, notChecked)
+		}
+		if n := b.received.Load(); n != 0 {
+			t.Errorf("while %s, the apiserver received %d requests", why, n)
+		}
+		if _, err := leases.Get(t.Context(), o.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("while %s, the Lease: %v; want none", why, err)
+		}
+		poll.Until(t, "a warning that "+why, func() bool { return strings.Contains(logs.String(), why) })
+	}
+	unchecked("the local kube-apiserver is not up yet, or cannot serve now")
+	failWith(apierrors.NewForbidden(corev1.Resource("configmaps"), "extension-apiserver-authentication", errors.New("RBAC: access denied")))
+	unchecked("bind it to the Role extension-apiserver-authentication-reader in kube-system (docs/peerproxy-rbac.yaml)")
+	if err := c.client.CoreV1().ConfigMaps("kube-system").Delete(t.Context(), "extension-apiserver-authentication", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(nil)
+	unchecked("kube-apiserver has not written ConfigMap kube-system/extension-apiserver-authentication yet")
+
+	// kube-apiserver publishes its names: the sidecar serves, and advertises itself.
+	if _, err := c.client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), requestHeaderConfigMap(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the sidecar to forward alice", func() bool {
+		code, _ := get()
+		return code == http.StatusOK
+	})
+	poll.Until(t, "the identity Lease", func() bool {
+		_, err := leases.Get(t.Context(), o.ID, metav1.GetOptions{})
+		return err == nil
+	})
+
+	// While the apiserver is unavailable, the last reading holds: what peers serve must
+	// still reach them while it restarts, and nothing reaches it anyway.
+	failWith(refused)
+	poll.Until(t, "a warning that the last reading holds", func() bool {
+		return strings.Contains(logs.String(), "forwarding as its last reading allows while it is unavailable")
+	})
+	if code, body := get(); code != http.StatusOK {
+		t.Errorf("while a reading cannot reach the apiserver, once the names were read: %d %s; want 200", code, body)
+	}
+	// A reading it refuses stops the forwarding until one succeeds.
+	failWith(apierrors.NewForbidden(corev1.Resource("configmaps"), "extension-apiserver-authentication", errors.New("RBAC: access denied")))
+	poll.Until(t, "503 once a reading was refused", func() bool {
+		code, _ := get()
+		return code == http.StatusServiceUnavailable
+	})
+	fail.Store(nil)
+	poll.Until(t, "the sidecar to forward again", func() bool {
+		code, _ := get()
+		return code == http.StatusOK
+	})
+
+	// Names that stop fitting end Serve.
+	cm := requestHeaderConfigMap("requestheader-group-headers", `["X-Remote-Group","X-Other-Group"]`)
+	if _, err := c.client.CoreV1().ConfigMaps("kube-system").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-served:
+		var mismatch *RequestHeaderError
+		if !errors.As(err, &mismatch) || mismatch.Flag != "requestheader-group-headers" {
+			t.Errorf("Serve once kube-apiserver published X-Other-Group: %v, want a *RequestHeaderError", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve goes on once kube-apiserver published X-Other-Group")
+	}
+}
+
+// logBuffer collects a logger's output for a test; safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

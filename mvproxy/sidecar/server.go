@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kplug/kplug/internal/reverseproxy"
@@ -22,19 +23,14 @@ import (
 // (closing what is still open after it, such as watches), deletes its Lease and returns:
 // nil after ctx ended, the error otherwise. Serve is called once.
 //
-// Before it serves, it reads which identity headers the local kube-apiserver reads from
-// front proxies (the ConfigMap kube-system/extension-apiserver-authentication) and
-// refuses, with a *RequestHeaderError, to forward users to one that reads other names
-// than the X-Remote-* it sets and removes. Where it may not read them, it warns and
-// serves.
+// It forwards nothing before it has read which identity headers the local kube-apiserver
+// reads from front proxies (the ConfigMap kube-system/extension-apiserver-authentication)
+// and found them to be the X-Remote-* it sets and removes: until then, it answers every
+// request 503 and publishes no Lease, and retries the reading with backoff (the apiserver
+// may not be up yet, or the sidecar's user not yet allowed to read it), logging why. It
+// reads them again every RequestHeaderRefresh: a reading that fails answers 503 again
+// until one succeeds. Names that do not fit end Serve with a *RequestHeaderError.
 func (s *Sidecar) Serve(ctx context.Context) error {
-	if err := checkRequestHeaders(ctx, s.o.Client); err != nil {
-		var mismatch *RequestHeaderError
-		if errors.As(err, &mismatch) {
-			return fmt.Errorf("sidecar: %w", err)
-		}
-		s.o.Logger.Warn("cannot check which identity headers the local kube-apiserver reads: grant the sidecar's user get on configmaps/"+authenticationConfigName+" in "+authenticationConfigNamespace+" (the built-in Role extension-apiserver-authentication-reader; docs/peerproxy-rbac.yaml)", "err", err)
-	}
 	ln := s.o.Listener
 	if ln == nil {
 		var err error
@@ -46,11 +42,29 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	if address == "" {
 		address = ln.Addr().String()
 	}
-	srv := reverseproxy.NewServer(s.handler, serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
+	gate := newHeaderGate(s.o.Client, s.o.RequestHeaderRefresh, s.o.Logger)
+	srv := reverseproxy.NewServer(gate.wrap(s.handler), serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
 		slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug)) // TLS handshakes that clients abort
 	s.o.Logger.Info("peerproxy serving", "address", ln.Addr().String(), "id", s.o.ID, "advertise", address, "apiserver", s.o.LocalURL)
 
-	if err := reverseproxy.ServeTLS(ctx, srv, ln, s.o.ShutdownTimeout, func(ctx context.Context) { s.run(ctx, address) }); err != nil {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var refused error // written before ServeTLS returns, read after
+	err := reverseproxy.ServeTLS(runCtx, srv, ln, s.o.ShutdownTimeout, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := gate.run(ctx); err != nil {
+				refused = err
+				stop()
+			}
+		})
+		wg.Go(func() { s.run(ctx, address, gate.opened) })
+		wg.Wait()
+	})
+	if refused != nil {
+		return fmt.Errorf("sidecar: %w", refused)
+	}
+	if err != nil {
 		return fmt.Errorf("sidecar: serving: %w", err)
 	}
 	s.o.Logger.Info("peerproxy stopped")

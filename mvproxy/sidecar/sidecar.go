@@ -74,6 +74,10 @@ type Options struct {
 	// PeerTimeout (default 5s), and ShutdownTimeout (default 10s), how long Serve lets
 	// requests finish once its context ends.
 	LeaseDuration, LocalRefresh, PeerRefresh, PeerTimeout, ShutdownTimeout time.Duration
+	// RequestHeaderRefresh (default 10s) is how often Serve reads again which identity
+	// headers the local kube-apiserver reads, and the longest wait between two readings
+	// that fail.
+	RequestHeaderRefresh time.Duration
 
 	// Metrics, if set, records the proxy's metrics.
 	Metrics *mvproxy.Metrics
@@ -109,6 +113,7 @@ func New(o Options) (*Sidecar, error) {
 	o.PeerRefresh = orDefault(o.PeerRefresh, time.Minute)
 	o.PeerTimeout = orDefault(o.PeerTimeout, 5*time.Second)
 	o.ShutdownTimeout = orDefault(o.ShutdownTimeout, 10*time.Second)
+	o.RequestHeaderRefresh = orDefault(o.RequestHeaderRefresh, 10*time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -246,9 +251,9 @@ func namesHost(addr string) bool {
 	return err == nil && host != "" && !net.ParseIP(host).IsUnspecified()
 }
 
-// run keeps local discovery fresh, follows the peers and keeps the identity Lease, for
-// address, until ctx ends; then it deletes the Lease and returns.
-func (s *Sidecar) run(ctx context.Context, address string) {
+// run keeps local discovery fresh, follows the peers and, once leaseFrom is closed, keeps
+// the identity Lease, for address, until ctx ends; then it deletes the Lease and returns.
+func (s *Sidecar) run(ctx context.Context, address string, leaseFrom <-chan struct{}) {
 	watcher := &PeerWatcher{
 		Client: s.o.Client, Namespace: s.o.Namespace, Directory: s.dir, PeerClient: &http.Client{Transport: s.peers},
 		Timeout: s.o.PeerTimeout, Refresh: s.o.PeerRefresh, Metrics: s.o.Metrics, Logger: s.o.Logger,
@@ -262,7 +267,13 @@ func (s *Sidecar) run(ctx context.Context, address string) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.local.Run(ctx) })
 	wg.Go(func() { watcher.Run(ctx) })
-	wg.Go(func() { keeper.Run(ctx) })
+	wg.Go(func() {
+		select {
+		case <-leaseFrom:
+			keeper.Run(ctx)
+		case <-ctx.Done():
+		}
+	})
 	wg.Wait()
 	for _, t := range s.transport {
 		t.CloseIdleConnections()

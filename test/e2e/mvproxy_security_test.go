@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -380,8 +381,202 @@ func TestSecurityMixedVersionProxyRequestHeaderNames(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("kplug peerproxy is still running beside a kube-apiserver that reads X-Groups:\n%s", side.log.String())
 	}
-	want := "the local kube-apiserver reads identity from --requestheader-group-headers=X-Remote-Group,X-Groups, but the sidecar sets and removes only X-Remote-Group"
+	want := "the request-header names in ConfigMap kube-system/extension-apiserver-authentication have --requestheader-group-headers=X-Remote-Group,X-Groups, but the sidecar sets and removes only X-Remote-Group"
 	if side.code == 0 || !strings.Contains(side.log.String(), want) {
 		t.Errorf("kplug peerproxy exited %d; want a failure saying %q:\n%s", side.code, want, side.log.String())
 	}
+}
+
+// reviewAsMaster posts alice's SelfSubjectReview to base (an apiserver or a sidecar) with
+// X-Groups: system:masters added, the header a kube-apiserver run with
+// --requestheader-group-headers=X-Remote-Group,X-Groups reads groups from behind a front
+// proxy, and the fields of more. It returns the status and body, or the error.
+func reviewAsMaster(ctx context.Context, c *http.Client, base string, more http.Header) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/apis/authentication.k8s.io/v1/selfsubjectreviews", strings.NewReader(selfSubjectReview))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header = http.Header{"Content-Type": {"application/json"}, "X-Groups": {"system:masters"}}
+	for k, v := range more {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// attackUntilExit sends reviewAsMaster through side, as alice, until side exits; it
+// fails the test when an answer makes her system:masters, or ctx ends first. Each answer
+// goes to seen.
+func attackUntilExit(ctx context.Context, t *testing.T, alice *http.Client, side *sidecar, seen func(code int, body string)) {
+	t.Helper()
+	for {
+		select {
+		case <-side.done:
+			return
+		case <-ctx.Done():
+			t.Fatalf("kplug peerproxy is still running beside a kube-apiserver that reads X-Groups:\n%s", side.log.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		code, body, err := reviewAsMaster(ctx, alice, side.URL, nil)
+		if err != nil {
+			continue // not listening yet, or shutting down
+		}
+		if strings.Contains(body, `"system:masters"`) {
+			t.Fatalf("through kplug peerproxy, alice's X-Groups made her system:masters: %d %s", code, body)
+		}
+		seen(code, body)
+	}
+}
+
+// TestSecurityMixedVersionProxyChecksBeforeItForwards runs the real kube-apiserver with
+// one more group header than the sidecar removes (X-Groups), and starts kplug peerproxy
+// where it cannot read the names kube-apiserver publishes: its user lacks the RBAC, or
+// its apiserver is not up yet (a node that boots starts both static pods at once). The
+// sidecar answers 503 and says why, forwards nothing, and keeps trying; once it can read
+// the names, it refuses to run. At no time does alice, a client-certificate user who
+// sends X-Groups: system:masters, get it.
+// Issue 27 review of N2 (F1): the check failed open: any error but a mismatch was logged
+// and the sidecar served unchecked, for good.
+func TestSecurityMixedVersionProxyChecksBeforeItForwards(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{
+		Flags: []string{"--requestheader-group-headers=X-Remote-Group,X-Groups"},
+	}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	alice := userClient(t, cp, cp.CertUser)
+	if _, body, err := reviewAsMaster(ctx, userClient(t, cp, &framework.User{Cert: cp.PKI.ProxyClient}), cp.Servers[0].URL, http.Header{"X-Remote-User": {"alice"}}); err != nil || !strings.Contains(body, `"system:masters"`) {
+		t.Fatalf("kube-apiserver does not read X-Groups behind the front-proxy certificate, so this test shows nothing: %s, %v", body, err)
+	}
+	sc := setupSidecars(t, cp)
+	refused := "have --requestheader-group-headers=X-Remote-Group,X-Groups, but the sidecar sets and removes only X-Remote-Group"
+	const unchecked = "not forwarding until it has read which identity headers the local kube-apiserver reads"
+
+	t.Run("no RBAC to read the names", func(t *testing.T) {
+		const binding = "kplug-peerproxy:extension-apiserver-authentication-reader"
+		if out, err := cp.Kubectl(ctx, cp.Admin, "-n", "kube-system", "delete", "rolebinding", binding).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl delete rolebinding: %v\n%s", err, out)
+		}
+		flags, err := sc.PeerFlags(cp, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		side := startSidecarWith(t, cp, 0, flags...)
+		granted := false
+		attackUntilExit(ctx, t, alice, side, func(code int, body string) {
+			if granted {
+				return
+			}
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, unchecked) {
+				t.Errorf("without the RBAC to read the names: %d %s; want 503 %q", code, body, unchecked)
+			}
+			// The administrator grants it, as docs/peerproxy-rbac.yaml does.
+			rbac := filepath.Join("..", "..", "docs", "peerproxy-rbac.yaml")
+			if out, err := cp.Kubectl(ctx, cp.Admin, "apply", "-f", rbac).CombinedOutput(); err != nil {
+				t.Fatalf("kubectl apply -f %s: %v\n%s", rbac, err, out)
+			}
+			granted = true
+		})
+		const why = "bind it to the Role extension-apiserver-authentication-reader in kube-system (docs/peerproxy-rbac.yaml)"
+		if log := side.log.String(); !granted || side.code == 0 || !strings.Contains(log, why) || !strings.Contains(log, refused) {
+			t.Errorf("kplug peerproxy exited %d (RBAC granted: %v); want it to say %q, then refuse %q:\n%s", side.code, granted, why, refused, log)
+		}
+	})
+
+	t.Run("the apiserver is not up yet", func(t *testing.T) {
+		cp.Servers[0].Stop()
+		flags, err := sc.PeerFlags(cp, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		side := startSidecarWith(t, cp, 0, flags...)
+		restarted := make(chan error, 1)
+		started := false
+		attackUntilExit(ctx, t, alice, side, func(code int, body string) {
+			if started {
+				return
+			}
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, unchecked) {
+				t.Errorf("before the apiserver is up: %d %s; want 503 %q", code, body, unchecked)
+			}
+			go func() { restarted <- cp.Restart(ctx, 0) }()
+			started = true
+		})
+		if started {
+			if err := <-restarted; err != nil {
+				t.Fatal(err)
+			}
+		}
+		const why = "the local kube-apiserver is not up yet, or cannot serve now"
+		if log := side.log.String(); !started || side.code == 0 || !strings.Contains(log, why) || !strings.Contains(log, refused) {
+			t.Errorf("kplug peerproxy exited %d (apiserver started: %v); want it to say %q, then refuse %q:\n%s", side.code, started, why, refused, log)
+		}
+	})
+}
+
+// TestSecurityMixedVersionProxyStaleRequestHeaderNames: kube-apiserver adds its
+// --requestheader-* names to kube-system/extension-apiserver-authentication and never
+// removes one. An apiserver once run with X-Groups, then again without, leaves X-Groups
+// there: kplug peerproxy cannot tell it from a live flag and refuses, saying that the
+// name comes from the ConfigMap and how to clean it. Deleting the ConfigMap, as the
+// message says, makes kube-apiserver write its current names, and the sidecar serves.
+// Issue 27 review of N2 (F4): the refusal told the administrator to change a flag that
+// was already right.
+func TestSecurityMixedVersionProxyStaleRequestHeaderNames(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{
+		Flags: []string{"--requestheader-group-headers=X-Remote-Group,X-Groups"},
+	}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sc := setupSidecars(t, cp)
+	cp.Servers[0].Stop()
+	if err := cp.Replace(ctx, 0, framework.ServerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := func() *sidecar {
+		flags, err := sc.PeerFlags(cp, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startSidecarWith(t, cp, 0, flags...)
+	}
+	side := start()
+	select {
+	case <-side.done:
+	case <-ctx.Done():
+		t.Fatalf("kplug peerproxy is still running beside a ConfigMap that lists X-Groups:\n%s", side.log.String())
+	}
+	want := "The ConfigMap keeps every name any kube-apiserver of the cluster ever published: run each with --requestheader-group-headers=X-Remote-Group, " +
+		"then remove X-Groups from the ConfigMap (kubectl -n kube-system edit configmap extension-apiserver-authentication) or delete the ConfigMap, and the kube-apiservers write their current names back"
+	if side.code == 0 || !strings.Contains(side.log.String(), want) {
+		t.Fatalf("kplug peerproxy exited %d; want it to say %q:\n%s", side.code, want, side.log.String())
+	}
+
+	// The administrator follows the advice.
+	if out, err := cp.Kubectl(ctx, cp.Admin, "-n", "kube-system", "delete", "configmap", "extension-apiserver-authentication").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl delete configmap: %v\n%s", err, out)
+	}
+	side = start()
+	alice := userClient(t, cp, cp.CertUser)
+	eventually(ctx, t, "alice through the sidecar", func() error {
+		select {
+		case <-side.done:
+			t.Fatalf("kplug peerproxy exited %d once the ConfigMap was deleted:\n%s", side.code, side.log.String())
+		default:
+		}
+		code, body, err := reviewAsMaster(ctx, alice, side.URL, nil)
+		switch {
+		case err != nil:
+			return err
+		case code != http.StatusCreated || !strings.Contains(body, `"username":"alice"`):
+			return fmt.Errorf("%d %.300s", code, body)
+		case strings.Contains(body, `"system:masters"`):
+			t.Fatalf("alice is system:masters: %s", body)
+		}
+		return nil
+	})
 }
