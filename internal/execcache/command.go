@@ -128,7 +128,9 @@ type Process struct {
 	Client Client
 	Log    *slog.Logger
 	// Caller is how the client started, CallerOf(os.Getppid()): its own PATH, KUBERC,
-	// KUBECTL_KUBERC, HOME and --kuberc flag, which the exec block cannot change.
+	// KUBECTL_KUBERC, HOME and --kuberc flag, which the exec block cannot change. It is used
+	// only when a client ran exec-cache (KUBERNETES_EXEC_INFO is set); run by a person or a
+	// script, exec-cache follows its own environment.
 	Caller Caller
 	// AccountHome is the home directory of the user running exec-cache from the user
 	// database (os/user), not from $HOME, which the kubeconfig can set: the kuberc there
@@ -154,9 +156,15 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 	if err := c.validate(args); err != nil {
 		return &UsageError{Err: err, ShowHelp: true}
 	}
-	if c.clear && lookupEnv(p.Environ, wire.InfoEnv) != "" {
+	forClient := lookupEnv(p.Environ, wire.InfoEnv) != ""
+	if c.clear && forClient {
 		// A kubeconfig's exec block must not wipe the user's cache (and their logins).
 		return &UsageError{Err: errors.New("--clear is for you to run, not for an exec block: " + wire.InfoEnv + " is set, so a client ran this as its credential plugin")}
+	}
+	if !forClient {
+		// Run by you (a shell, a script): no exec block added to this environment, which is
+		// the one to follow, also where a shell's exec made its parent someone else.
+		p.Caller = Caller{Environ: p.Environ}
 	}
 	dir, err := c.cacheDir(p)
 	if err != nil {
