@@ -195,9 +195,13 @@ func (s *Signer) KeyID() string { return s.keyID }
 // created, nonce, alg, tag and keyid. Signatures already on the request are replaced.
 // The body is put back (with GetBody) so the request can be sent and retried. When no
 // User-Agent is set, Sign sets an empty one, which stops Go's transports adding an
-// uncovered default. On error the request's headers are unchanged and its body still
-// reads from the start.
+// uncovered default. A request whose impersonation headers a signature could not pin down
+// (CheckImpersonation) is refused. On error the request's headers are unchanged and its
+// body still reads from the start.
 func (s *Signer) Sign(req *http.Request) error {
+	if err := CheckImpersonation(req.Header); err != nil {
+		return fmt.Errorf("httpsig: %w; the request is not signed", err)
+	}
 	body, err := readBody(req)
 	if err != nil {
 		return fmt.Errorf("httpsig: %w; the request is not signed", err)

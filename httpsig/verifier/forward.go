@@ -78,8 +78,9 @@ func verifiedOf(ctx context.Context) *verified {
 
 // AlteredError refuses a request that would not reach kube-apiserver as it was verified:
 // a covered field that forwarding removes or rewrites (hop-by-hop fields such as TE,
-// Keep-Alive or Upgrade without Connection: upgrade; the X-Forwarded-* fields), or a
-// request target that Go would send re-encoded.
+// Keep-Alive or Upgrade without Connection: upgrade; X-Forwarded-*, Forwarded and
+// X-Real-Ip, which describe the hop to the proxy), or a request target that Go would send
+// re-encoded.
 type AlteredError struct {
 	// Component is the covered component: a lowercase field name, @method, @path or @query.
 	Component string

@@ -90,7 +90,7 @@ func signedSend(t *testing.T, front string, key *ecdsa.PrivateKey, cert *x509.Ce
 	req.Header.Set("Audit-Id", "5f1c9a7e-0000-4000-8000-000000000001")
 	req.Header.Set("Impersonate-User", "viewer")
 	req.Header.Add("Impersonate-Group", "viewers")
-	req.Header.Add("Impersonate-Group", "auditors, readers") // one group with a comma: a line of its own
+	req.Header.Add("Impersonate-Group", "auditors") // two lines, which must stay two
 	req.Header.Set("Impersonate-Uid", "1234")
 	req.Header.Set("Impersonate-Extra-Scopes", "view")
 	resp, err := client.Do(req)
@@ -159,6 +159,10 @@ func TestSecurityUpstreamReceivesWhatWasVerified(t *testing.T) {
 			want: "signature proxy: the signed field proxy-connection would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 		{name: "covered X-Forwarded-For", extra: map[string]string{"X-Forwarded-For": "10.0.0.7"},
 			want: "signature proxy: the signed field x-forwarded-for would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
+		{name: "covered Forwarded", extra: map[string]string{"Forwarded": "for=10.0.0.7"},
+			want: "signature proxy: the signed field forwarded would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
+		{name: "covered X-Real-Ip", extra: map[string]string{"X-Real-Ip": "10.0.0.7"},
+			want: "signature proxy: the signed field x-real-ip would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

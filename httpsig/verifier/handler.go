@@ -85,12 +85,15 @@ type Handler struct {
 
 // NewHandler checks o and returns the front proxy. For each request it first refuses
 // (400) a Connection header naming anything but close, keep-alive and upgrade, which
-// would have the forwarding drop the fields it names; then it removes every header a
+// would have the forwarding drop the fields it names, impersonation headers whose lines a
+// signature cannot pin down (httpsig.CheckImpersonation), and declared trailers, which no
+// signature covers; then it removes every header a
 // client could assert an identity with (the identity headers, Authorization,
 // Proxy-Authorization), and authenticates what is left: a refused request is answered
 // 401 with a metav1.Status naming the reason; an accepted one loses its signature
-// fields, gains the identity headers and is forwarded, upgrades (exec, port-forward) and
-// watches included. Impersonate-* headers pass on: the signature covers them and
+// fields and X-Real-Ip, gains the identity headers and X-Forwarded-For with the client's
+// address, and is forwarded without trailers, upgrades (exec, port-forward) and watches
+// included. Impersonate-* headers pass on: the signature covers them and
 // kube-apiserver authorizes them against the signer.
 //
 // What reaches kube-apiserver is what was verified: at the last step before the wire,
@@ -146,7 +149,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := reverseproxy.CheckConnection(r.Header); err != nil {
+	if err := refuseUnforwardable(r); err != nil {
 		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
 		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
 		return
@@ -194,6 +197,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // have it dropped after it was set; ServeHTTP has already removed the client's own.
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(h.o.Upstream)
+	setHopFields(pr.Out, pr.In.RemoteAddr)
 	out := pr.Out.Header
 	for _, name := range []string{"Signature", "Signature-Input", httpsig.CertificateHeader} {
 		out.Del(name)

@@ -52,8 +52,10 @@ says (x509 authenticators), and forwards the request with the mapped user in the
 requestheader identity headers, presenting --proxy-client-cert. Identity headers,
 Authorization and Proxy-Authorization sent by clients are removed; unsigned or refused
 requests are answered 401. What reaches kube-apiserver is what was verified: a Connection
-header naming anything but close, keep-alive and upgrade, or a signed field that
-forwarding would drop or rewrite, is answered 400. A body is read only once its
+header naming anything but close, keep-alive and upgrade, an Impersonate-* value with a
+comma (or a second Impersonate-User or -Uid line), declared trailers, or a signed field
+that forwarding would drop or rewrite, is answered 400. X-Forwarded-For is set to the
+client's address; X-Real-Ip and Forwarded from clients are removed. A body is read only once its
 request's certificate and signature have verified, within --body-read-timeout and
 --max-buffered-body-bytes across requests.`,
 		Example: `  kplug signature-proxy --authentication-config /etc/kplug/authn.yaml \

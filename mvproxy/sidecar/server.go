@@ -43,7 +43,7 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 		address = ln.Addr().String()
 	}
 	gate := newHeaderGate(s.o.Client, s.o.RequestHeaderRefresh, s.o.Logger)
-	srv := reverseproxy.NewServer(gate.wrap(s.handler), serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
+	srv := reverseproxy.NewServer(gate.Wrap(s.handler), serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
 		slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug)) // TLS handshakes that clients abort
 	s.o.Logger.Info("peerproxy serving", "address", ln.Addr().String(), "id", s.o.ID, "advertise", address, "apiserver", s.o.LocalURL)
 
@@ -53,16 +53,16 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	err := reverseproxy.ServeTLS(runCtx, srv, ln, s.o.ShutdownTimeout, func(ctx context.Context) {
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if err := gate.run(ctx); err != nil {
+			if err := gate.Run(ctx); err != nil {
 				refused = err
 				stop()
 			}
 		})
-		wg.Go(func() { s.run(ctx, address, gate.opened) })
+		wg.Go(func() { s.run(ctx, address, gate.Opened()) })
 		wg.Wait()
 	})
 	if refused != nil {
-		return fmt.Errorf("sidecar: %w", refused)
+		return fmt.Errorf("sidecar: %w", asRequestHeaderError(refused))
 	}
 	if err != nil {
 		return fmt.Errorf("sidecar: serving: %w", err)
