@@ -3,9 +3,11 @@ package requestheader
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,7 +20,7 @@ import (
 	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
-// GateOptions configure NewGate. All are required.
+// GateOptions configure NewGate. All are required but Ready.
 type GateOptions struct {
 	// Client reads the ConfigMap; Names are the proxy's (see Check).
 	Client kubernetes.Interface
@@ -35,6 +37,11 @@ type GateOptions struct {
 	// it; Unauthorized when kube-apiserver does not accept the proxy's credentials, and
 	// names them.
 	Forbidden, Unauthorized string
+	// Ready reports whether kube-apiserver says it is ready (its /readyz answers ok). A
+	// kube-apiserver that is starting answers before it is ready, and refuses everyone
+	// (403) until its authorizer has synced: a reading it refuses then is no news about
+	// the names. Nil means such refusals close the gate.
+	Ready func(context.Context) bool
 }
 
 // readTimeout bounds one reading of the ConfigMap.
@@ -44,9 +51,9 @@ const readTimeout = 10 * time.Second
 // they fitted. Run reads them until they do, then again every Interval, and after a
 // failure with backoff. Names that do not fit end Run with the *MismatchError. A reading
 // that fails closes the gate until one succeeds, unless the gate is open and
-// kube-apiserver is merely unavailable: then nothing reaches it anyway, while a proxy may
-// still have others to forward to (the sidecar's peers, during a restart), so the last
-// reading holds.
+// kube-apiserver is merely unavailable or not ready yet (restarting): then it serves
+// nobody, or refuses everyone while its authorizer syncs, while a proxy may still have
+// others to forward to (the sidecar's peers, during a restart), so the last reading holds.
 type Gate struct {
 	o GateOptions
 
@@ -107,7 +114,10 @@ func (g *Gate) Run(ctx context.Context) error {
 		} else {
 			failures++
 			kind, advice := g.readFailure(err)
-			keep := kind == "unavailable" && g.open.Load()
+			if kind != "unavailable" && g.open.Load() && g.o.Ready != nil && !g.o.Ready(ctx) {
+				kind, advice = "starting", ": "+g.o.Proxy.Server+" is starting (its /readyz is not ok)"
+			}
+			keep := (kind == "unavailable" || kind == "starting") && g.open.Load()
 			if !keep {
 				g.open.Store(false)
 			}
@@ -117,7 +127,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			case kind == lastKind && time.Since(lastLog) < time.Minute:
 				g.o.Logger.Debug("reading the request-header names failed again", "err", err, "failedReadings", failures)
 			case keep:
-				g.o.Logger.Warn("cannot read again which identity headers "+g.o.Proxy.Server+" reads (retrying); forwarding as its last reading allows while it is unavailable"+advice, "err", err, "failedReadings", failures)
+				g.o.Logger.Warn("cannot read again which identity headers "+g.o.Proxy.Server+" reads (retrying); forwarding as its last reading allows while it is unavailable or starting"+advice, "err", err, "failedReadings", failures)
 			default:
 				g.o.Logger.Warn("not forwarding: cannot check which identity headers "+g.o.Proxy.Server+" reads (retrying)"+advice, "err", err, "failedReadings", failures)
 			}
@@ -158,4 +168,25 @@ func unavailable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err)
+}
+
+// Readyz returns a GateOptions.Ready that asks kube-apiserver at base (https://host:port)
+// for /readyz through client. kube-apiserver lets anyone read /readyz by default
+// (--authorization-always-allow-paths); a failure to ask counts as not ready.
+func Readyz(client *http.Client, base string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		ctx, cancel := context.WithTimeout(ctx, readTimeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/readyz", nil)
+		if err != nil {
+			return false
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64))
+		return resp.StatusCode == http.StatusOK && strings.TrimSpace(string(body)) == "ok"
+	}
 }

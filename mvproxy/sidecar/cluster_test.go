@@ -48,6 +48,8 @@ type backend struct {
 	// the connection without answering: a server that processed the request and
 	// crashed, or a connection reset, before the answer.
 	drop atomic.Bool
+	// notReady, when set, makes /readyz fail, as while kube-apiserver starts.
+	notReady atomic.Bool
 	// header is the header of the last resource request answered with seen, as received.
 	header atomic.Pointer[http.Header]
 }
@@ -66,6 +68,13 @@ type seen struct {
 func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	user, groups := b.authenticate(r)
 	switch r.URL.Path {
+	case "/readyz":
+		if b.notReady.Load() {
+			http.Error(w, "[-]informer-sync failed: reason withheld\nreadyz check failed", http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+		return
 	case "/apis", "/api":
 		l := b.doc.Groups
 		if r.URL.Path == "/api" {

@@ -2,10 +2,6 @@ package sidecar
 
 import (
 	"errors"
-	"log/slog"
-	"time"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kplug/kplug/internal/requestheader"
 )
@@ -39,9 +35,10 @@ const notChecked = "peerproxy: not forwarding until it has read which identity h
 
 // newHeaderGate checks the names the local kube-apiserver publishes against the X-Remote-*
 // the sidecar sets and removes.
-func newHeaderGate(client kubernetes.Interface, interval time.Duration, log *slog.Logger) *requestheader.Gate {
+func newHeaderGate(o *Options) *requestheader.Gate {
 	return requestheader.NewGate(requestheader.GateOptions{
-		Client: client, Names: requestheader.Default, Interval: interval, Logger: log,
+		Client: o.Client, Names: requestheader.Default, Interval: o.RequestHeaderRefresh, Logger: o.Logger,
+		Ready: requestheader.Readyz(o.LocalClient, o.LocalURL),
 		Proxy: sidecarProxy, Refusal: notChecked,
 		Forbidden: "the sidecar's user may not get ConfigMap " + requestheader.Namespace + "/" + requestheader.ConfigMapName +
 			": bind it to the Role extension-apiserver-authentication-reader in " + requestheader.Namespace + " (docs/peerproxy-rbac.yaml)",

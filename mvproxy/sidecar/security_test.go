@@ -603,13 +603,24 @@ func TestSecurityServeForwardsNothingUnchecked(t *testing.T) {
 	// still reach them while it restarts, and nothing reaches it anyway.
 	failWith(refused)
 	poll.Until(t, "a warning that the last reading holds", func() bool {
-		return strings.Contains(logs.String(), "forwarding as its last reading allows while it is unavailable")
+		return strings.Contains(logs.String(), "forwarding as its last reading allows while it is unavailable or starting")
 	})
 	if code, body := get(); code != http.StatusOK {
 		t.Errorf("while a reading cannot reach the apiserver, once the names were read: %d %s; want 200", code, body)
 	}
-	// A reading it refuses stops the forwarding until one succeeds.
+	// So does a refusal while the apiserver is not ready: a restarted kube-apiserver
+	// refuses everyone until its authorizer has synced (the load run's "local apiserver
+	// restarted under the sidecar" closed the gate to what peers serve).
+	b.notReady.Store(true)
 	failWith(apierrors.NewForbidden(corev1.Resource("configmaps"), "extension-apiserver-authentication", errors.New("RBAC: access denied")))
+	poll.Until(t, "a warning that the apiserver is starting", func() bool {
+		return strings.Contains(logs.String(), "the local kube-apiserver is starting (its /readyz is not ok)")
+	})
+	if code, body := get(); code != http.StatusOK {
+		t.Errorf("while a reading is refused by an apiserver that is not ready, once the names were read: %d %s; want 200", code, body)
+	}
+	b.notReady.Store(false)
+	// A reading that a ready apiserver refuses stops the forwarding until one succeeds.
 	poll.Until(t, "503 once a reading was refused", func() bool {
 		code, _ := get()
 		return code == http.StatusServiceUnavailable

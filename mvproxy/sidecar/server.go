@@ -42,7 +42,7 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	if address == "" {
 		address = ln.Addr().String()
 	}
-	gate := newHeaderGate(s.o.Client, s.o.RequestHeaderRefresh, s.o.Logger)
+	gate := newHeaderGate(&s.o)
 	srv := reverseproxy.NewServer(gate.Wrap(s.handler), serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
 		slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug)) // TLS handshakes that clients abort
 	s.o.Logger.Info("peerproxy serving", "address", ln.Addr().String(), "id", s.o.ID, "advertise", address, "apiserver", s.o.LocalURL)
