@@ -16,6 +16,7 @@ import (
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/execcache"
 )
 
 type proxyPluginOptions struct {
@@ -132,7 +133,13 @@ func (o *proxyPluginOptions) options(ctx context.Context, g *globals, req *serve
 		}
 		headers.Add(name, value)
 	}
-	sign, signCloser, err := o.sign.signer(ctx)
+	var guard *execcache.Guard // the daemon's launcher checked the same flags
+	if !o.daemon {
+		if guard, err = pluginGuard(g); err != nil {
+			return nil, nil, err
+		}
+	}
+	sign, signCloser, err := o.sign.signer(ctx, guard)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +163,7 @@ func (o *proxyPluginOptions) options(ctx context.Context, g *globals, req *serve
 		return nil, nil, &usageError{err: errors.New("--client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)"), showHelp: true}
 	}
 	if o.clientKey != "" {
-		cc, err := clientCertificate(o.clientCert, o.clientKey, g.log)
+		cc, err := clientCertificate(o.clientCert, o.clientKey, guard, g.log)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/execcache"
 	"github.com/kplug/kplug/internal/pemkey"
 )
 
@@ -57,7 +58,7 @@ func keyOptions() modify.KeyOptions {
 
 // signer builds the --sign modifier, checking at start what it needs (credentials, key),
 // and returns what to close when the proxy stops.
-func (o *signOptions) signer(ctx context.Context) (func(*http.Request) error, io.Closer, error) {
+func (o *signOptions) signer(ctx context.Context, guard *execcache.Guard) (func(*http.Request) error, io.Closer, error) {
 	switch o.scheme {
 	case "":
 		if o.service != "" || o.region != "" || o.httpSigFlagsSet() {
@@ -68,13 +69,13 @@ func (o *signOptions) signer(ctx context.Context) (func(*http.Request) error, io
 		if o.httpSigFlagsSet() {
 			return nil, nil, &usageError{err: errors.New("--sign-key, --sign-cert, --sign-key-id, --sign-audience and --sign-header are for --sign rfc9421"), showHelp: true}
 		}
-		sign, err := o.sigv4(ctx)
+		sign, err := o.sigv4(ctx, guard)
 		return sign, nil, err
 	case "rfc9421":
 		if o.service != "" || o.region != "" {
 			return nil, nil, &usageError{err: errors.New("--sigv4-service and --sigv4-region are for --sign sigv4"), showHelp: true}
 		}
-		signer, closer, err := o.httpSig()
+		signer, closer, err := o.httpSig(guard)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -89,7 +90,7 @@ func (o *signOptions) httpSigFlagsSet() bool {
 
 // httpSig builds the KEP-6308 signer: the key (a file or a token), its certificate or key
 // ID, the audience and any other covered headers, all checked now.
-func (o *signOptions) httpSig() (*httpsig.Signer, io.Closer, error) {
+func (o *signOptions) httpSig(guard *execcache.Guard) (*httpsig.Signer, io.Closer, error) {
 	switch {
 	case o.signKey == "":
 		return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-key"), showHelp: true}
@@ -123,7 +124,11 @@ func (o *signOptions) httpSig() (*httpsig.Signer, io.Closer, error) {
 		}
 		key.Certificate = cert
 	}
-	signer, closer, err := modify.OpenSigningKey(o.signKey, keyOptions())
+	ko, err := guardedKeyOptions(guard, "--sign-key", o.signKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	signer, closer, err := modify.OpenSigningKey(o.signKey, ko)
 	if err != nil {
 		return nil, nil, invalidConfig(fmt.Errorf("--sign-key: %w", err))
 	}
@@ -139,13 +144,17 @@ func (o *signOptions) httpSig() (*httpsig.Signer, io.Closer, error) {
 // sigv4 loads AWS credentials the way the AWS CLI does (environment, shared config and
 // credentials files, SSO, process credentials, instance roles) and fails now if there are
 // none.
-func (o *signOptions) sigv4(ctx context.Context) (func(*http.Request) error, error) {
+func (o *signOptions) sigv4(ctx context.Context, guard *execcache.Guard) (func(*http.Request) error, error) {
 	if o.service == "" {
 		return nil, &usageError{err: errors.New("--sign sigv4 needs --sigv4-service"), showHelp: true}
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.awsTimeout)
 	defer cancel()
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	files, err := guardedAWSFiles(guard)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, files...)
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("sigv4: loading the AWS configuration: %w", modify.RedactAWSError(err)))
 	}
@@ -176,8 +185,12 @@ func (o *signOptions) sigv4(ctx context.Context) (func(*http.Request) error, err
 
 // clientCertificate loads --client-cert with the key --client-key names (a file or a
 // pkcs11: URI) and checks them now.
-func clientCertificate(certFile, keyURI string, log *slog.Logger) (*modify.ClientCertificate, error) {
-	ks, err := modify.OpenKey(keyURI, keyOptions())
+func clientCertificate(certFile, keyURI string, guard *execcache.Guard, log *slog.Logger) (*modify.ClientCertificate, error) {
+	ko, err := guardedKeyOptions(guard, "--client-key", keyURI)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := modify.OpenKey(keyURI, ko)
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("--client-key: %w", err))
 	}

@@ -52,8 +52,13 @@ func CallerOf(pid int) Caller {
 		}
 		pid = parent
 	}
-	return Caller{Err: fmt.Errorf("more than %d exec plugins run one another", maxPluginDepth)}
+	return Caller{Err: ErrPluginChain}
 }
+
+// ErrPluginChain is a Caller's Err when more than maxPluginDepth exec plugins run one
+// another. No kubeconfig needs that, and one that does it wants the client unknown (its
+// kuberc and PATH then stay unread), so exec-cache refuses to run under it.
+var ErrPluginChain = fmt.Errorf("more than %d exec plugins run one another", maxPluginDepth)
 
 // Known reports whether the client's environment was read.
 func (c Caller) Known() bool { return c.Err == nil && c.Environ != nil }

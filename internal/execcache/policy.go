@@ -18,13 +18,18 @@ type FilePolicy struct {
 type PolicyError struct {
 	Policy kuberc.Policy
 	File   string // the kuberc file; empty if the policy came from elsewhere
-	Err    error
+	// What was refused; empty means the wrapped plugin.
+	What string
+	Err  error
 }
 
 func (e *PolicyError) Error() string {
 	from := ""
 	if e.File != "" {
 		from = " in " + e.File
+	}
+	if e.What != "" {
+		return fmt.Sprintf("the credential plugin policy%s (%s) does not allow %s: %v; list its absolute path in credentialPluginAllowlist to allow it", from, e.Policy, e.What, e.Err)
 	}
 	return fmt.Sprintf("exec-cache: the credential plugin policy%s (%s) does not allow the wrapped plugin: %v", from, e.Policy, e.Err)
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/diskstore"
@@ -173,24 +172,9 @@ func Run(ctx context.Context, o Options) error {
 // wrappedPath decides which file runs, and checks that file against every policy: the
 // policy approves a file, and that file is what runs (issue 27, N1).
 func (o *Options) wrappedPath() (string, error) {
-	command := o.Command
-	if filepath.Base(command) != command && !filepath.IsAbs(command) {
-		abs, err := filepath.Abs(command)
-		if err != nil {
-			return "", fmt.Errorf("exec-cache: %w", err)
-		}
-		command = abs // as clientcmd anchors an exec block's relative command
-	}
-	lookPath := o.clientLookPath()
-	approved := ""
-	for _, p := range o.Policies {
-		resolved, err := p.Policy.CheckWith(command, lookPath)
-		if err != nil {
-			return "", &PolicyError{Policy: p.Policy, File: p.File, Err: err}
-		}
-		if p.Policy.Type == kuberc.Allowlist {
-			approved = resolved // the file this allowlist resolved and approved
-		}
+	approved, err := o.approve(o.Command)
+	if err != nil {
+		return "", err
 	}
 	if approved != "" {
 		return approved, nil
@@ -199,7 +183,7 @@ func (o *Options) wrappedPath() (string, error) {
 	if o.Caller.Known() {
 		environ = o.Caller.Environ
 	}
-	path, err := execplugin.ResolveIn(command, "", environ)
+	path, err := execplugin.ResolveIn(o.Command, "", environ)
 	if err != nil {
 		return "", fmt.Errorf("exec-cache: %w", err)
 	}

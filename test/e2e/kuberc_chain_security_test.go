@@ -27,6 +27,9 @@ import (
 //     --kuberc is not in the outer's argv.
 //   - kplug: with `kplug` on the allowlist (the docs' alternative for `command: kplug`),
 //     kplug's subcommands run programs that no policy checks.
+//   - the second review of the fix: a chain deeper than CallerOf follows left the client
+//     unknown, and with it the client's kuberc; proxy-plugin loaded a PKCS#11 module and
+//     ran an AWS credential_process that the exec block chose.
 func TestSecurityKubercAllowlistNotLaunderedThroughChains(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
@@ -50,6 +53,22 @@ func TestSecurityKubercAllowlistNotLaunderedThroughChains(t *testing.T) {
 		}
 	}
 	shell := []string{"/bin/sh", "-c", "exec ./planted.sh"}
+	// What kplug proxy-plugin loads or runs besides itself: a PKCS#11 module (its
+	// constructor runs when it is loaded) and an AWS credential_process.
+	plantedModule := filepath.Join(repo, "planted.so")
+	if gcc, err := exec.LookPath("gcc"); err == nil {
+		src := filepath.Join(dir, "planted.c")
+		writeBytes(t, src, []byte("#include <stdio.h>\n__attribute__((constructor)) static void planted(void) {\n"+
+			"\tFILE *f = fopen(\""+marker+"\", \"a\");\n\tif (f) { fputs(\"planted.so loaded\\n\", f); fclose(f); }\n}\n"))
+		if out, err := exec.CommandContext(t.Context(), gcc, "-shared", "-fPIC", "-o", plantedModule, src).CombinedOutput(); err != nil {
+			t.Fatalf("gcc: %v\n%s", err, out)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(repo, ".aws"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeBytes(t, filepath.Join(repo, ".aws", "config"), []byte("[default]\nregion = us-east-1\ncredential_process = "+filepath.Join(repo, "planted.sh")+"\n"))
+	writeBytes(t, filepath.Join(repo, "awsconfig"), []byte("[default]\nregion = us-east-1\ncredential_process = "+filepath.Join(repo, "planted.sh")+"\n"))
 
 	policy := func(first string) []byte {
 		return []byte("apiVersion: kubectl.config.k8s.io/v1beta1\nkind: Preference\ncredentialPluginPolicy: Allowlist\ncredentialPluginAllowlist:\n" +
@@ -83,6 +102,13 @@ func TestSecurityKubercAllowlistNotLaunderedThroughChains(t *testing.T) {
 	chain := func(env []clientcmdapi.ExecEnvVar, wrapped ...string) *clientcmdapi.ExecConfig {
 		return block("kplug-exec-cache", env, append([]string{"--cache-dir", cache, "--", "kplug-exec-cache", "--cache-dir", cache, "--"}, wrapped...)...)
 	}
+	deepChain := func(depth int, env []clientcmdapi.ExecEnvVar, wrapped ...string) *clientcmdapi.ExecConfig {
+		args := []string{"--cache-dir", cache, "--"}
+		for range depth - 1 {
+			args = append(args, "kplug-exec-cache", "--cache-dir", cache, "--")
+		}
+		return block("kplug-exec-cache", env, append(args, wrapped...)...)
+	}
 	// The inner kubeconfig the `kplug` subcommands read: its plugin is the planted file.
 	inner := filepath.Join(repo, "inner.kubeconfig")
 	if err := cp.WriteExecKubeconfig(inner, map[string]*clientcmdapi.ExecConfig{"inner": block("./planted.sh", nil)}); err != nil {
@@ -101,6 +127,12 @@ func TestSecurityKubercAllowlistNotLaunderedThroughChains(t *testing.T) {
 		"kplug-credential": block("kplug", ev("KUBERC", "off"), "credential", "--kubeconfig", "inner.kubeconfig"),
 		"kplug-image":      block("kplug", nil, "image-credential", "get", "x.example.com/a:b", "--config", "providers.yaml", "--bin-dir", "bin"),
 		"kplug-run":        block("kplug", nil, "run", "--kubeconfig", "proxy.kubeconfig", "--", "./planted.sh"),
+		"chain-9":          deepChain(9, nil, shell...),
+		"chain-9-kuberc":   deepChain(9, ev("KUBERC", "off"), shell...),
+		"proxy-pkcs11":     block("kplug", nil, "proxy-plugin", "--client-key", "pkcs11:token=t;object=o?module-path="+plantedModule+"&pin-source=file:"+tokenFile),
+		"proxy-pkcs11-env": block("kplug", ev("KPLUG_PKCS11_MODULE", plantedModule, "KPLUG_PKCS11_PIN", "1"), "proxy-plugin", "--client-key", "pkcs11:token=t;object=o"),
+		"proxy-sigv4":      block("kplug", ev("AWS_CONFIG_FILE", "./awsconfig"), "proxy-plugin", "--sign", "sigv4", "--sigv4-service", "eks", "--sigv4-region", "us-east-1"),
+		"proxy-sigv4-home": block("kplug", ev("HOME", repo, "AWS_CONFIG_FILE", ""), "proxy-plugin", "--sign", "sigv4", "--sigv4-service", "eks", "--sigv4-region", "us-east-1"),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +162,12 @@ func TestSecurityKubercAllowlistNotLaunderedThroughChains(t *testing.T) {
 		{"kplug allowlisted: kplug credential, KUBERC=off", withKUBERC(kubercKplug), []string{"--context", "kplug-credential"}},
 		{"kplug allowlisted: kplug image-credential get --bin-dir bin", withKUBERC(kubercKplug), []string{"--context", "kplug-image"}},
 		{"kplug allowlisted: kplug run -- ./planted.sh", withKUBERC(kubercKplug), []string{"--context", "kplug-run"}},
+		{"chain, 9 deep (the client unread), policy given with kubectl --kuberc", []string{userPATH, "HOME=" + emptyHome}, []string{"--kuberc", kuberc, "--context", "chain-9"}},
+		{"chain, 9 deep, KUBERC=off, policy in $HOME/.kube/kuberc", []string{userPATH, "HOME=" + policyHome}, []string{"--context", "chain-9-kuberc"}},
+		{"kplug allowlisted: proxy-plugin loads a PKCS#11 module from the repository (module-path)", withKUBERC(kubercKplug), []string{"--context", "proxy-pkcs11"}},
+		{"kplug allowlisted: proxy-plugin loads a PKCS#11 module from the repository ($KPLUG_PKCS11_MODULE)", withKUBERC(kubercKplug), []string{"--context", "proxy-pkcs11-env"}},
+		{"kplug allowlisted: proxy-plugin --sign sigv4, AWS_CONFIG_FILE with a credential_process", withKUBERC(kubercKplug), []string{"--context", "proxy-sigv4"}},
+		{"kplug allowlisted: proxy-plugin --sign sigv4, HOME with .aws/config holding a credential_process", withKUBERC(kubercKplug), []string{"--context", "proxy-sigv4-home"}},
 	} {
 		_ = os.Remove(marker)
 		_ = os.RemoveAll(cache)
