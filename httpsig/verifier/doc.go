@@ -15,6 +15,8 @@
 //     mappings, memoized per certificate in a bounded cache. Metrics records outcomes.
 //   - Handler is the front proxy: it removes every identity header a client could forge,
 //     authenticates, and forwards through httputil.ReverseProxy, upgrades included.
-//   - Proxy serves Handler over TLS, follows changes of the configuration file, and
-//     stops cleanly (the `kplug signature-proxy` command).
+//   - Proxy serves Handler over TLS once it has checked, with internal/requestheader,
+//     that kube-apiserver reads identity from no header Handler does not remove; it
+//     follows changes of the configuration file, and stops cleanly (the `kplug
+//     signature-proxy` command).
 package verifier

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,11 +31,13 @@ type received struct {
 	body               []byte
 }
 
-// recordingUpstream records every request it receives, body included, and answers 200.
+// recordingUpstream records every request it receives, body included, and answers 200;
+// /readyz it answers 500 while notReady is set, as a kube-apiserver that is starting.
 type recordingUpstream struct {
 	*httptest.Server
-	mu   sync.Mutex
-	seen []received
+	mu       sync.Mutex
+	seen     []received
+	notReady atomic.Bool
 }
 
 func newRecordingUpstream(t *testing.T) *recordingUpstream {
@@ -45,6 +48,10 @@ func newRecordingUpstream(t *testing.T) *recordingUpstream {
 		u.mu.Lock()
 		u.seen = append(u.seen, received{method: r.Method, requestURI: r.RequestURI, header: r.Header.Clone(), body: body})
 		u.mu.Unlock()
+		if r.URL.Path == "/readyz" && u.notReady.Load() {
+			http.Error(w, "[-]poststarthook/rbac/bootstrap-roles failed: not finished", http.StatusInternalServerError)
+			return
+		}
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(u.Close)

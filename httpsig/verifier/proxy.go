@@ -12,12 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/kplug/kplug/internal/requestheader"
 	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
@@ -52,6 +55,12 @@ type ProxyOptions struct {
 	// BodyBudget and BodyReadTimeout are as in HandlerOptions.
 	BodyBudget      int64
 	BodyReadTimeout time.Duration
+	// Client reads which identity headers kube-apiserver reads from front proxies (the
+	// ConfigMap kube-system/extension-apiserver-authentication); nil means a client of
+	// Upstream through Transport, as ReaderUsername. RequestHeaderRefresh is how often
+	// they are read again; zero means 10 s.
+	Client               kubernetes.Interface
+	RequestHeaderRefresh time.Duration
 }
 
 // DefaultMaxConnections bounds a Proxy's client connections: with kube-apiserver's
@@ -66,6 +75,8 @@ const DefaultMaxConnections = 1024
 type Proxy struct {
 	o       ProxyOptions
 	handler *Handler
+	gate    *requestheader.Gate
+	gated   http.Handler // handler behind gate
 	auth    atomic.Pointer[Authenticator]
 	content string // of the configuration in use; touched by Reload only
 }
@@ -90,6 +101,12 @@ func NewProxy(o ProxyOptions) (*Proxy, error) {
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = DefaultMaxConnections
 	}
+	if len(o.Headers.Username) == 0 {
+		o.Headers = DefaultRequestHeaders
+	}
+	if o.RequestHeaderRefresh <= 0 {
+		o.RequestHeaderRefresh = 10 * time.Second
+	}
 	p := &Proxy{o: o}
 	if _, err := p.Reload(); err != nil {
 		return nil, err
@@ -100,6 +117,10 @@ func NewProxy(o ProxyOptions) (*Proxy, error) {
 		return nil, err
 	}
 	p.handler = h
+	if p.gate, err = newHeaderGate(o); err != nil {
+		return nil, err
+	}
+	p.gated = p.gate.Wrap(h)
 	return p, nil
 }
 
@@ -108,8 +129,9 @@ func (p *Proxy) Authenticate(req *http.Request) (*authenticationv1.UserInfo, err
 	return p.auth.Load().Authenticate(req)
 }
 
-// ServeHTTP is the Handler's.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
+// ServeHTTP is the Handler's once Serve has found that kube-apiserver reads no identity
+// header the Handler does not remove; until then, 503 with Retry-After.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.gated.ServeHTTP(w, r) }
 
 // Reload reads the configuration file and, if it or a certificateAuthorityFile it names
 // changed and the result is valid, uses it from the next request on (with a fresh
@@ -174,6 +196,15 @@ func without(xs, ys []string) []string {
 // file, and when ctx ends stops accepting connections, lets requests finish for up to
 // ShutdownTimeout and returns nil; or returns the error that stopped serving. Serve is
 // called once.
+//
+// It forwards nothing before it has read which identity headers kube-apiserver reads from
+// front proxies (the ConfigMap kube-system/extension-apiserver-authentication, through
+// Client) and found each among Headers, which it removes from clients' requests, and the
+// ones it sets among them: until then it answers 503, and retries the reading with
+// backoff, logging why it failed. It reads them again every RequestHeaderRefresh: a
+// reading that fails answers 503 again until one succeeds (unless kube-apiserver is
+// merely unavailable, or restarting: its /readyz not ok), and names that do not fit end
+// Serve with an error naming the flag and the names.
 func (p *Proxy) Serve(ctx context.Context) error {
 	ln := p.o.Listener
 	if ln == nil {
@@ -189,11 +220,24 @@ func (p *Proxy) Serve(ctx context.Context) error {
 		MinVersion:     tls.VersionTLS12,
 	}, slog.NewLogLogger(p.o.Logger.Handler(), slog.LevelDebug)) // handshakes clients abort
 	p.o.Logger.Info("signature proxy serving", "address", ln.Addr().String(), "upstream", p.o.Upstream.String())
-	var follow func(context.Context)
-	if p.o.ReloadInterval > 0 {
-		follow = p.follow
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var refused error // written before ServeTLS returns, read after
+	err := reverseproxy.ServeTLS(runCtx, srv, ln, p.o.ShutdownTimeout, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		if p.o.ReloadInterval > 0 {
+			wg.Go(func() { p.follow(ctx) })
+		}
+		if err := p.gate.Run(ctx); err != nil {
+			refused = err
+			stop()
+		}
+		wg.Wait()
+	})
+	if refused != nil {
+		return fmt.Errorf("verifier: %w", refused)
 	}
-	if err := reverseproxy.ServeTLS(ctx, srv, ln, p.o.ShutdownTimeout, follow); err != nil {
+	if err != nil {
 		return fmt.Errorf("verifier: serving: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/httpsig/verifier"
@@ -23,6 +24,8 @@ type signatureProxyOptions struct {
 	maxConnections               int
 	bodyBudget                   int64
 	bodyReadTimeout              time.Duration
+	// requestHeaders are kube-apiserver's --requestheader-* names.
+	usernameHeaders, groupHeaders, uidHeaders, extraPrefixes []string
 }
 
 func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
@@ -39,6 +42,12 @@ func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVar(&o.maxConnections, "max-connections", verifier.DefaultMaxConnections, "client connections open at once; more wait to be accepted")
 	f.Int64Var(&o.bodyBudget, "max-buffered-body-bytes", verifier.DefaultBodyBudget, "bytes of request bodies held at once across requests (a body is buffered to check its digest once its signer is authenticated); a request over it gets 429 with Retry-After")
 	f.DurationVar(&o.bodyReadTimeout, "body-read-timeout", verifier.DefaultBodyReadTimeout, "time a client has from its request's headers to the end of its body")
+	d := verifier.DefaultRequestHeaders
+	const rh = " (as kube-apiserver's flag of that name): the first is set, all are removed from clients' requests; kube-apiserver must publish no other"
+	f.StringSliceVar(&o.usernameHeaders, "requestheader-username-headers", d.Username, "identity headers of the user"+rh)
+	f.StringSliceVar(&o.groupHeaders, "requestheader-group-headers", d.Group, "identity headers of the groups"+rh)
+	f.StringSliceVar(&o.uidHeaders, "requestheader-uid-headers", d.UID, "identity headers of the UID"+rh)
+	f.StringSliceVar(&o.extraPrefixes, "requestheader-extra-headers-prefix", d.ExtraPrefix, "prefixes of the identity headers of extra values"+rh)
 }
 
 func newSignatureProxyCommand(g *globals) *cobra.Command {
@@ -49,15 +58,20 @@ func newSignatureProxyCommand(g *globals) *cobra.Command {
 		Long: `signature-proxy serves clients in front of a kube-apiserver. It verifies each request's
 HTTP message signature (KEP-6308) as the httpSignature section of --authentication-config
 says (x509 authenticators), and forwards the request with the mapped user in the
-requestheader identity headers, presenting --proxy-client-cert. Identity headers,
-Authorization and Proxy-Authorization sent by clients are removed; unsigned or refused
-requests are answered 401. What reaches kube-apiserver is what was verified: a Connection
-header naming anything but close, keep-alive and upgrade, an Impersonate-* value with a
-comma (or a second Impersonate-User or -Uid line), declared trailers, or a signed field
-that forwarding would drop or rewrite, is answered 400. X-Forwarded-For is set to the
-client's address; X-Real-Ip and Forwarded from clients are removed. A body is read only once its
-request's certificate and signature have verified, within --body-read-timeout and
---max-buffered-body-bytes across requests.`,
+requestheader identity headers, presenting --proxy-client-cert. Identity headers
+(--requestheader-*), Authorization and Proxy-Authorization sent by clients are removed.
+It forwards nothing until it has read which identity headers kube-apiserver reads from
+front proxies (ConfigMap kube-system/extension-apiserver-authentication, read as the user
+kplug-signature-proxy, which it asserts with --proxy-client-cert: bind that user to the
+Role extension-apiserver-authentication-reader in kube-system) and found them all among
+--requestheader-*; until then it answers 503, and it exits on a name it does not remove.
+Unsigned or refused requests are answered 401. What reaches kube-apiserver is what was
+verified: a Connection header naming anything but close, keep-alive and upgrade, an
+Impersonate-* value with a comma (or a second Impersonate-User or -Uid line), declared
+trailers, or a signed field that forwarding would drop or rewrite, is answered 400.
+X-Forwarded-For is set to the client's address; X-Real-Ip and Forwarded from clients are
+removed. A body is read only once its request's certificate and signature have verified,
+within --body-read-timeout and --max-buffered-body-bytes across requests.`,
 		Example: `  kplug signature-proxy --authentication-config /etc/kplug/authn.yaml \
     --upstream https://10.0.0.11:6443 --upstream-ca /etc/kubernetes/pki/ca.crt \
     --proxy-client-cert /etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key /etc/kubernetes/pki/front-proxy-client.key \
@@ -108,6 +122,7 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 	if o.bodyReadTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--body-read-timeout %s: must be positive", o.bodyReadTimeout))
 	}
+	errs = append(errs, o.checkRequestHeaders()...)
 	if err := errors.Join(errs...); err != nil {
 		return verifier.ProxyOptions{}, err
 	}
@@ -138,5 +153,29 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 		MaxConnections:        o.maxConnections,
 		BodyBudget:            o.bodyBudget,
 		BodyReadTimeout:       o.bodyReadTimeout,
+		Headers:               verifier.RequestHeaders{Username: o.usernameHeaders, Group: o.groupHeaders, UID: o.uidHeaders, ExtraPrefix: o.extraPrefixes},
 	}, nil
+}
+
+// checkRequestHeaders checks the --requestheader-* names: header names, and at least one
+// for the user.
+func (o *signatureProxyOptions) checkRequestHeaders() []error {
+	var errs []error
+	if len(o.usernameHeaders) == 0 {
+		errs = append(errs, errors.New("--requestheader-username-headers is empty: the proxy needs a header to name the user in"))
+	}
+	for _, f := range []struct {
+		flag  string
+		names []string
+	}{
+		{"requestheader-username-headers", o.usernameHeaders}, {"requestheader-group-headers", o.groupHeaders},
+		{"requestheader-uid-headers", o.uidHeaders}, {"requestheader-extra-headers-prefix", o.extraPrefixes},
+	} {
+		for _, n := range f.names {
+			if !httpguts.ValidHeaderFieldName(n) {
+				errs = append(errs, fmt.Errorf("--%s %q: not a header name", f.flag, n))
+			}
+		}
+	}
+	return errs
 }

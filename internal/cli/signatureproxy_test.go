@@ -30,6 +30,9 @@ func TestSignatureProxyInvalidConfigurationExitsTwo(t *testing.T) {
 			"Error: " + config + ": httpSignature.requiredSignedHeaders: httpsig: required header X-K8s-Audience needs at least one accepted value naming this cluster\n"},
 		{"limits", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=https://127.0.0.1:6443", "--max-connections=0", "--max-buffered-body-bytes=3145728", "--body-read-timeout=0s"}, files...),
 			"Error: --max-connections 0: must be positive\n--max-buffered-body-bytes 3145728: must be more than 3145728, kube-apiserver's largest request body\n--body-read-timeout 0s: must be positive\n"},
+		{"request-header names", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=https://127.0.0.1:6443", "--requestheader-username-headers=",
+			"--requestheader-group-headers=X-Remote-Group,X Groups", "--requestheader-extra-headers-prefix=X-Extra:"}, files...),
+			"Error: --requestheader-username-headers is empty: the proxy needs a header to name the user in\n--requestheader-group-headers \"X Groups\": not a header name\n--requestheader-extra-headers-prefix \"X-Extra:\": not a header name\n"},
 		{"arguments", []string{"signature-proxy", "extra"}, "Error: unknown command \"extra\" for \"kplug signature-proxy\"\nRun 'kplug signature-proxy --help' for usage.\n"},
 	}
 	for _, tt := range tests {

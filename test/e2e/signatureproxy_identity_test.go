@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/poll"
 	"github.com/kplug/kplug/test/e2e/framework"
@@ -150,4 +152,108 @@ func signingClientFrom(t *testing.T, key *ecdsa.PrivateKey, cert *x509.Certifica
 		tamper(r)
 		return base.RoundTrip(r)
 	}))}
+}
+
+// TestSecuritySignatureProxyRequestHeaderNames (issue 27 review of N2, F2): the real
+// kube-apiserver runs with one more group header than kplug's default
+// (--requestheader-group-headers=X-Remote-Group,X-Forwarded-Groups), so it puts anyone
+// named in a front-proxy request into the groups of X-Forwarded-Groups too. A signer
+// adds an unsigned X-Forwarded-Groups: system:masters to a signed request: the proxy
+// used to remove only X-Remote-* and forward it, making the signer cluster-admin. Now
+// the proxy forwards nothing until it has read the names kube-apiserver publishes: without
+// the RBAC of docs/signature-proxy-rbac.yaml it answers 503 and says what to grant; once
+// granted, it finds X-Forwarded-Groups, which it does not remove, and exits saying so. At
+// no time is the signer system:masters. Given the same names
+// (--requestheader-group-headers=X-Remote-Group,X-Forwarded-Groups) it removes them all
+// and serves the signer as themself.
+func TestSecuritySignatureProxyRequestHeaderNames(t *testing.T) {
+	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{
+		Flags: []string{"--requestheader-group-headers=X-Remote-Group,X-Forwarded-Groups"},
+	}}})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	signingCA, key, certFile := newSigningIdentity(t, cp, "heidi")
+	cert := readCertificate(t, certFile)
+	roots := cp.PKI.ClusterCA.Pool()
+	forged := http.Header{"X-Forwarded-Groups": {"system:masters"}}
+
+	// What kube-apiserver does with the extra name, behind the front-proxy certificate.
+	proxyCert, err := tls.LoadX509KeyPair(cp.PKI.ProxyClient.CertFile, cp.PKI.ProxyClient.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{proxyCert}, MinVersion: tls.VersionTLS12}}}
+	if _, user, msg := whoami(t, front, cp.Servers[0].URL, http.Header{"X-Remote-User": {"heidi"}, "X-Forwarded-Groups": {"system:masters"}}); !slices.Contains(user.Groups, "system:masters") {
+		t.Fatalf("kube-apiserver did not read X-Forwarded-Groups, so this test shows nothing: %+v %s", user, msg)
+	}
+
+	t.Run("default names", func(t *testing.T) {
+		proxy := startSignatureProxyUngranted(t, cp, signingCA.File)
+		const unchecked = "signature proxy: not forwarding until it has read which identity headers kube-apiserver reads from front proxies"
+		granted, refusals := false, 0
+		for {
+			select {
+			case <-proxy.done:
+			case <-ctx.Done():
+				t.Fatalf("kplug signature-proxy is still running beside a kube-apiserver that reads X-Forwarded-Groups:\n%s", proxy.log.String())
+			case <-time.After(200 * time.Millisecond):
+				code, user, msg := whoamiOrError(t, signingClient(t, key, cert, roots, nil, nil), proxy.URL, forged)
+				if slices.Contains(user.Groups, "system:masters") {
+					t.Fatalf("through kplug signature-proxy, heidi's X-Forwarded-Groups made her system:masters: %d %+v", code, user)
+				}
+				if code != 0 && !granted {
+					if code != http.StatusServiceUnavailable || msg != unchecked {
+						t.Errorf("without the RBAC to read the names: %d %q; want 503 %q", code, msg, unchecked)
+					}
+					refusals++
+				}
+				const why = "the user kplug-signature-proxy, which the proxy asserts in X-Remote-User with its front-proxy client certificate, may not get ConfigMap kube-system/extension-apiserver-authentication: bind it to the Role extension-apiserver-authentication-reader in kube-system (docs/signature-proxy-rbac.yaml)"
+				if !granted && strings.Contains(proxy.log.String(), why) {
+					grantSignatureProxy(t, cp)
+					granted = true
+				}
+				continue
+			}
+			break
+		}
+		const refused = "verifier: the request-header names in ConfigMap kube-system/extension-apiserver-authentication have --requestheader-group-headers=X-Remote-Group,X-Forwarded-Groups, but kplug signature-proxy sets and removes only X-Remote-Group"
+		if log := proxy.log.String(); !granted || refusals == 0 || proxy.code == 0 || !strings.Contains(log, refused) {
+			t.Errorf("kplug signature-proxy exited %d (RBAC granted: %v, after %d requests answered 503); want 503 until granted, then it to refuse %q:\n%s", proxy.code, granted, refusals, refused, log)
+		}
+	})
+
+	t.Run("the same names", func(t *testing.T) {
+		proxy := startSignatureProxy(t, cp, signingCA.File, "--requestheader-group-headers=X-Remote-Group,X-Forwarded-Groups")
+		code, user, msg := whoami(t, signingClient(t, key, cert, roots, nil, nil), proxy.URL, forged)
+		// (The framework's --requestheader-group-headers=X-Remote-Group and this test's add
+		// up: kube-apiserver reads X-Remote-Group twice and lists "signers" twice.)
+		if code != http.StatusCreated || user.Username != "sig:heidi" || !slices.Contains(user.Groups, "signers") || slices.Contains(user.Groups, "system:masters") {
+			t.Errorf("signed, with a forged X-Forwarded-Groups: %d %+v %s; want sig:heidi in signers, not system:masters", code, user, msg)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, proxy.URL+"/api/v1/namespaces/kube-system/secrets", nil)
+		req.Header = forged.Clone()
+		resp, err := signingClient(t, key, cert, roots, nil, nil).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("kube-system secrets with a forged X-Forwarded-Groups: %d; want 403", resp.StatusCode)
+		}
+	})
+}
+
+// whoamiOrError is whoami, with code 0 where the request could not be sent (the proxy not
+// listening yet, or gone).
+func whoamiOrError(t *testing.T, c *http.Client, base string, header http.Header) (int, authenticationv1.UserInfo, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+selfSubjectReviewPath, strings.NewReader(selfSubjectReview))
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, authenticationv1.UserInfo{}, err.Error()
+	}
+	return decodeReview(t, resp)
 }

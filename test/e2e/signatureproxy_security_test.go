@@ -167,6 +167,7 @@ func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
 	writeBytes(t, config, []byte(signatureProxyConfig(signingCA.File)))
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
+	grantSignatureProxy(t, cp)
 	var logs syncBuffer
 	cmd := exec.Command(kplug, "signature-proxy", "--authentication-config="+config, "--upstream="+cp.Servers[0].URL, "--upstream-ca="+p.ClusterCA.File,
 		"--proxy-client-cert="+p.ProxyClient.CertFile, "--proxy-client-key="+p.ProxyClient.KeyFile,
@@ -189,13 +190,7 @@ func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
 			t.Logf("===== signature-proxy =====\n%s", logs.String())
 		}
 	})
-	poll.Until(t, "signature-proxy to listen", func() bool {
-		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	})
+	poll.Until(t, "signature-proxy to forward", func() bool { return strings.Contains(logs.String(), signatureProxyForwarding) })
 	roots := cp.PKI.ClusterCA.Pool()
 	signed := func() {
 		t.Helper()

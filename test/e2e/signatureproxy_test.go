@@ -59,8 +59,33 @@ httpSignature:
 }
 
 // startSignatureProxy runs `kplug signature-proxy` in front of apiserver 0, as a cluster
-// without the feature would: the proxy holds the front-proxy client certificate.
-func startSignatureProxy(t *testing.T, cp *framework.ControlPlane, caFile string) *sidecar {
+// without the feature would: the proxy holds the front-proxy client certificate, and may
+// read which identity headers kube-apiserver reads (docs/signature-proxy-rbac.yaml). It
+// returns once the proxy forwards.
+func startSignatureProxy(t *testing.T, cp *framework.ControlPlane, caFile string, flags ...string) *sidecar {
+	t.Helper()
+	grantSignatureProxy(t, cp)
+	s := startSignatureProxyUngranted(t, cp, caFile, flags...)
+	poll.Until(t, "signature-proxy to check the request-header names", func() bool { return strings.Contains(s.log.String(), signatureProxyForwarding) })
+	return s
+}
+
+// signatureProxyForwarding is what signature-proxy logs once it may forward.
+const signatureProxyForwarding = "checked the identity headers kube-apiserver reads: forwarding"
+
+// grantSignatureProxy lets signature-proxy read the request-header names, applying
+// docs/signature-proxy-rbac.yaml as an administrator would.
+func grantSignatureProxy(t *testing.T, cp *framework.ControlPlane) {
+	t.Helper()
+	rbac := filepath.Join(moduleRoot(t), "docs", "signature-proxy-rbac.yaml")
+	if out, err := cp.Kubectl(t.Context(), cp.Admin, "apply", "-f", rbac).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s", rbac, err, out)
+	}
+}
+
+// startSignatureProxyUngranted is startSignatureProxy without the RBAC and without waiting
+// for the proxy to forward; flags are added to the command line.
+func startSignatureProxyUngranted(t *testing.T, cp *framework.ControlPlane, caFile string, flags ...string) *sidecar {
 	t.Helper()
 	config := filepath.Join(t.TempDir(), "authn.yaml")
 	if err := os.WriteFile(config, []byte(signatureProxyConfig(caFile)), 0o600); err != nil {
@@ -69,12 +94,12 @@ func startSignatureProxy(t *testing.T, cp *framework.ControlPlane, caFile string
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
-	s := runInProcess(t, "signature-proxy", []string{"signature-proxy", "-v=4",
+	s := runInProcess(t, "signature-proxy", append([]string{"signature-proxy", "-v=4",
 		"--authentication-config=" + config, "--upstream=" + cp.Servers[0].URL, "--upstream-ca=" + p.ClusterCA.File,
 		"--proxy-client-cert=" + p.ProxyClient.CertFile, "--proxy-client-key=" + p.ProxyClient.KeyFile,
 		"--tls-cert-file=" + p.Serving.CertFile, "--tls-private-key-file=" + p.Serving.KeyFile,
 		"--listen=" + addr, "--metrics-addr=" + metricsAddr,
-	}, "https://"+addr, "http://"+metricsAddr+"/metrics")
+	}, flags...), "https://"+addr, "http://"+metricsAddr+"/metrics")
 	poll.Until(t, "signature-proxy to listen", func() bool {
 		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
 		if err == nil {
