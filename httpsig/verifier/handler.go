@@ -133,12 +133,12 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		ErrorLog:   reverseproxy.ErrorLog(o.Logger),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if ae := (*AlteredError)(nil); errors.As(err, &ae) {
-				o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
-				reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+				h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
+					level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
 				return
 			}
-			o.Logger.Warn("signature proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "error", err)
-			reverseproxy.WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the signature proxy could not reach kube-apiserver", 0)
+			h.refuse(w, r, rejection{code: http.StatusBadGateway, reason: metav1.StatusReasonServiceUnavailable, message: "the signature proxy could not reach kube-apiserver",
+				level: slog.LevelWarn, event: "signature proxy: upstream failed", attrs: []any{errorAttr(err)}})
 		},
 		FlushInterval: -1, // watches and logs stream as they come
 	}
@@ -147,8 +147,8 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := reverseproxy.CheckConnection(r.Header); err != nil {
-		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
-		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
+			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
 		return
 	}
 	h.strip(r.Header)
@@ -163,9 +163,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	user, err := h.o.Authenticator.Authenticate(r)
 	if body != nil && errors.Is(err, errOverBudget) {
-		h.o.Logger.Warn("signature proxy: request bodies over budget; answering 429", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "budget", h.o.BodyBudget)
-		reverseproxy.WriteStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
-			fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20), 1)
+		h.refuse(w, r, rejection{code: http.StatusTooManyRequests, reason: metav1.StatusReasonTooManyRequests, retryAfter: 1,
+			message: fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20),
+			level:   slog.LevelWarn, event: "signature proxy: request bodies over budget; answering 429", attrs: []any{"budget", h.o.BodyBudget}})
 		return
 	}
 	if err != nil {
@@ -174,8 +174,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &he) {
 			outcome = he.Outcome
 		}
-		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "outcome", outcome, "error", err)
-		reverseproxy.WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: "+err.Error(), 0)
+		h.refuse(w, r, rejection{code: http.StatusUnauthorized, reason: metav1.StatusReasonUnauthorized, message: "Unauthorized: " + err.Error(),
+			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{"outcome", outcome, errorAttr(err)}})
 		return
 	}
 	if body != nil {
@@ -183,7 +183,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := newVerified(r, user)
 	if err != nil { // not reached: the request was accepted with the same fields
-		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
+			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
 		return
 	}
 	h.proxy.ServeHTTP(w, r.WithContext(withVerified(r.Context(), v)))
