@@ -290,7 +290,7 @@ type verification struct {
 	policy   Policy
 	resolve  func(*Signature) (any, error)
 	bodyRead bool
-	body     []byte
+	body     *heldBody
 	bodyErr  error
 	abort    error // a BodyReserver's refusal: Verify stops with it
 }
@@ -497,7 +497,7 @@ func certificate(h http.Header, keyid string) (*x509.Certificate, error) {
 }
 
 // readBody reads the request body once for every signature that needs it.
-func (v *verification) readBody() ([]byte, error) {
+func (v *verification) readBody() (*heldBody, error) {
 	if !v.bodyRead {
 		v.body, v.bodyErr = readBody(v.req)
 		v.bodyRead = true

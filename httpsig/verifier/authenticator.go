@@ -130,6 +130,9 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 			// the key returned here, so the key must already speak for a user.
 			user, err = a.identity(auth, s.Certificate, now)
 		}
+		if c, ok := req.Body.(interface{ chargeTo(string) }); ok && err == nil {
+			c.chargeTo(user.Username) // the body it reads next is this user's
+		}
 		if err != nil {
 			errors.As(err, &last)
 			return nil, err

@@ -80,7 +80,7 @@ const (
 type Handler struct {
 	o      HandlerOptions
 	proxy  *httputil.ReverseProxy
-	budget budget
+	budget *budget
 }
 
 // NewHandler checks o and returns the front proxy. For each request it first refuses
@@ -121,7 +121,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.BodyReadTimeout <= 0 {
 		o.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	h := &Handler{o: o, budget: budget{limit: o.BodyBudget}}
+	h := &Handler{o: o, budget: newBudget(o.BodyBudget)}
 	base := o.Transport
 	if base == nil {
 		base = http.DefaultTransport
@@ -131,7 +131,15 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		Transport:  &checkedTransport{base: base, prefix: o.Upstream.EscapedPath()},
 		BufferPool: reverseproxy.BufferPool,
 		ErrorLog:   reverseproxy.ErrorLog(o.Logger),
+		// The body has gone upstream once kube-apiserver answers (or the request failed):
+		// its bytes go back to the budget then, not when the response has been written,
+		// which a client that does not read can put off indefinitely.
+		ModifyResponse: func(resp *http.Response) error {
+			releaseBudgeted(resp.Request.Context())
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			releaseBudgeted(r.Context())
 			if ae := (*AlteredError)(nil); errors.As(err, &ae) {
 				h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
 					level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
@@ -162,10 +170,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout))
 	}
 	user, err := h.o.Authenticator.Authenticate(r)
-	if body != nil && errors.Is(err, errOverBudget) {
-		h.refuse(w, r, rejection{code: http.StatusTooManyRequests, reason: metav1.StatusReasonTooManyRequests, retryAfter: 1,
-			message: fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20),
-			level:   slog.LevelWarn, event: "signature proxy: request bodies over budget; answering 429", attrs: []any{"budget", h.o.BodyBudget}})
+	if body != nil && (errors.Is(err, errOverBudget) || errors.Is(err, errOverShare)) {
+		h.refuse(w, r, h.overBudget(err))
 		return
 	}
 	if err != nil {
@@ -180,6 +186,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if body != nil {
 		_ = rc.SetReadDeadline(time.Time{}) // the body is in; an upgraded connection lives on
+		body.keep(r)
 	}
 	v, err := newVerified(r, user)
 	if err != nil { // not reached: the request was accepted with the same fields
@@ -187,7 +194,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
 		return
 	}
-	h.proxy.ServeHTTP(w, r.WithContext(withVerified(r.Context(), v)))
+	h.proxy.ServeHTTP(w, r.WithContext(withBudgeted(withVerified(r.Context(), v), body)))
+}
+
+// overBudget is the 429 of a body that does not fit the budget, or the signer's share.
+func (h *Handler) overBudget(err error) rejection {
+	message := fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20)
+	if errors.Is(err, errOverShare) {
+		message = fmt.Sprintf("signature proxy: too many request bodies of this user are being checked at once (%d MiB); retry shortly", h.budget.share>>20)
+	}
+	return rejection{code: http.StatusTooManyRequests, reason: metav1.StatusReasonTooManyRequests, retryAfter: 1, message: message,
+		level: slog.LevelWarn, event: "signature proxy: request bodies over budget; answering 429", attrs: []any{"budget", h.o.BodyBudget, errorAttr(err)}}
 }
 
 // rewrite sets the identity on the outgoing request. It runs after ReverseProxy has

@@ -37,7 +37,7 @@ func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.listen, "listen", "127.0.0.1:6445", "host:port to serve clients on (TLS)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on at /metrics; empty disables")
 	f.IntVar(&o.maxConnections, "max-connections", verifier.DefaultMaxConnections, "client connections open at once; more wait to be accepted")
-	f.Int64Var(&o.bodyBudget, "max-buffered-body-bytes", verifier.DefaultBodyBudget, "bytes of request bodies held at once across requests (a body is buffered to check its digest once its signer is authenticated); a request over it gets 429 with Retry-After")
+	f.Int64Var(&o.bodyBudget, "max-buffered-body-bytes", verifier.DefaultBodyBudget, "bytes of request bodies held at once across requests, a quarter of it at most for one user (a body is buffered to check its digest once its signer is authenticated, and released once forwarded); a request over it gets 429 with Retry-After")
 	f.DurationVar(&o.bodyReadTimeout, "body-read-timeout", verifier.DefaultBodyReadTimeout, "time a client has from its request's headers to the end of its body")
 }
 
