@@ -66,6 +66,10 @@ type HandlerOptions struct {
 	// (a client that trickles its body is cut off); zero means DefaultBodyReadTimeout.
 	// Requests without a body (watches, upgrades) are not bound by it.
 	BodyReadTimeout time.Duration
+	// RefusalWriteTimeout bounds the writing of a refusal (400, 401, 429, 502): a client
+	// that has not taken it by then loses its connection. Zero means
+	// DefaultRefusalWriteTimeout. Forwarded responses (watches, upgrades) have no bound.
+	RefusalWriteTimeout time.Duration
 }
 
 // Defaults of HandlerOptions.
@@ -74,6 +78,9 @@ const (
 	DefaultBodyBudget = 64 << 20
 	// DefaultBodyReadTimeout is kube-apiserver's default request timeout.
 	DefaultBodyReadTimeout = time.Minute
+	// DefaultRefusalWriteTimeout is client-go's TLS handshake timeout: a client that is
+	// reading takes a refusal of a few hundred bytes at once.
+	DefaultRefusalWriteTimeout = 10 * time.Second
 )
 
 // Handler is the verifying front proxy. It is safe for concurrent use.
@@ -121,6 +128,9 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.BodyReadTimeout <= 0 {
 		o.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if o.RefusalWriteTimeout <= 0 {
+		o.RefusalWriteTimeout = DefaultRefusalWriteTimeout
+	}
 	h := &Handler{o: o, budget: newBudget(o.BodyBudget)}
 	base := o.Transport
 	if base == nil {
@@ -154,6 +164,8 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	pending := holdUnauthenticated(r) // under Proxy.Serve: its headers, until authenticated
+	defer pending.release()
 	if err := reverseproxy.CheckConnection(r.Header); err != nil {
 		h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
 			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
@@ -184,6 +196,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{"outcome", outcome, errorAttr(err)}})
 		return
 	}
+	pending.authenticated(user.Username)
 	if body != nil {
 		_ = rc.SetReadDeadline(time.Time{}) // the body is in; an upgraded connection lives on
 		body.keep(r)

@@ -1,9 +1,11 @@
 package verifier
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -41,12 +43,30 @@ type rejection struct {
 	attrs      []any  // logged beside the request's method, path and remote address
 }
 
-// refuse logs r's refusal and answers it.
+// refuse logs r's refusal and answers it within RefusalWriteTimeout. A client that does
+// not take its answer by then (over HTTP/2, one that keeps its flow-control window shut)
+// would otherwise hold the request, its headers, whatever of its body the server buffered,
+// and its connection, for as long as it liked: its connection is closed instead, with every
+// request on it.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, f rejection) {
 	message := clip(f.message, maxRefusalMessage)
 	attrs := append([]any{"method", clip(r.Method, maxLoggedTarget), "path", clip(r.URL.Path, maxLoggedTarget), "remote", r.RemoteAddr}, f.attrs...)
 	h.o.Logger.Log(r.Context(), f.level, f.event, attrs...)
+	rc := http.NewResponseController(w)
+	setErr := rc.SetWriteDeadline(time.Now().Add(h.o.RefusalWriteTimeout))
 	reverseproxy.WriteStatus(w, f.code, f.reason, message, f.retryAfter)
+	if err := rc.Flush(); err != nil {
+		if !errors.Is(err, http.ErrNotSupported) {
+			h.o.Logger.Debug("signature proxy: the client did not take its refusal; closing its connection", "remote", r.RemoteAddr, "error", err)
+			closeConnection(r.Context())
+		}
+		return
+	}
+	if setErr == nil {
+		// Over HTTP/1.1 the deadline is the connection's: the next request on it, perhaps
+		// a watch, must not inherit it.
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // errorAttr is err for a refusal's log line, clipped as its message is.

@@ -28,8 +28,8 @@ func TestSignatureProxyInvalidConfigurationExitsTwo(t *testing.T) {
 			"Error: --upstream \"http://127.0.0.1:6443\": want an https:// URL\n"},
 		{"invalid configuration", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=https://127.0.0.1:6443"}, files...),
 			"Error: " + config + ": httpSignature.requiredSignedHeaders: httpsig: required header X-K8s-Audience needs at least one accepted value naming this cluster\n"},
-		{"limits", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=https://127.0.0.1:6443", "--max-connections=0", "--max-buffered-body-bytes=3145728", "--body-read-timeout=0s"}, files...),
-			"Error: --max-connections 0: must be positive\n--max-buffered-body-bytes 3145728: must be more than 3145728, kube-apiserver's largest request body\n--body-read-timeout 0s: must be positive\n"},
+		{"limits", append([]string{"signature-proxy", "--authentication-config=" + config, "--upstream=https://127.0.0.1:6443", "--max-connections=0", "--max-request-header-bytes=100", "--max-buffered-body-bytes=3145728", "--body-read-timeout=0s"}, files...),
+			"Error: --max-connections 0: must be positive\n--max-request-header-bytes 100: must be at least 4096\n--max-buffered-body-bytes 3145728: must be more than 3145728, kube-apiserver's largest request body\n--body-read-timeout 0s: must be positive\n"},
 		{"arguments", []string{"signature-proxy", "extra"}, "Error: unknown command \"extra\" for \"kplug signature-proxy\"\nRun 'kplug signature-proxy --help' for usage.\n"},
 	}
 	for _, tt := range tests {
