@@ -209,8 +209,8 @@ func TestSecurityConnectionCap(t *testing.T) {
 }
 
 // TestAuthenticatedConnectionsAreKept: a connection a request has authenticated on is no
-// longer one that gives way to new connections; a user's connections beyond their share
-// still are.
+// longer one that gives way to new connections (TestUserShareGivesWay: unless the user
+// holds their share already).
 func TestAuthenticatedConnectionsAreKept(t *testing.T) {
 	t.Parallel()
 	env := startProxy(t, func(o *ProxyOptions) { o.MaxConnections = 8 }, nil) // 2 unauthenticated, 2 a user's
@@ -236,6 +236,34 @@ func TestAuthenticatedConnectionsAreKept(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !reused {
 		t.Errorf("alice's second request: %d, on her first connection: %v", resp.StatusCode, reused)
+	}
+}
+
+// TestUserShareGivesWay: a user's connection beyond their share of the slots counts as
+// unauthenticated, and gives way as those do; their first stays.
+func TestUserShareGivesWay(t *testing.T) {
+	t.Parallel()
+	a := newAdmission(connLimits{max: 8, maxUnauthenticated: 2, maxPerUser: 1, unauthenticatedHeaderBytes: 1 << 20})
+	var conns []*trackedConn
+	admit := func() *trackedConn {
+		c, peer := net.Pipe()
+		t.Cleanup(func() { _ = peer.Close() })
+		tc := a.admit(c)
+		t.Cleanup(func() { _ = tc.Close() })
+		conns = append(conns, tc)
+		return tc
+	}
+	admit().authenticatedAs("alice")
+	admit().authenticatedAs("alice") // over her share of one
+	admit()
+	admit() // a third unauthenticated: the oldest of them gives way
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if conns[0].closed || !conns[1].closed || conns[2].closed || conns[3].closed {
+		t.Errorf("closed: alice's first %v, her second %v, the others %v %v", conns[0].closed, conns[1].closed, conns[2].closed, conns[3].closed)
+	}
+	if a.authenticated != 1 || a.unauthenticated != 2 {
+		t.Errorf("%d authenticated, %d unauthenticated; want 1, 2", a.authenticated, a.unauthenticated)
 	}
 }
 
