@@ -312,9 +312,10 @@ func dialH2(t *testing.T, env *proxyEnv, window uint32) *h2Client {
 	return h
 }
 
-// request opens a stream of an unsigned GET with the given extra fields.
-func (h *h2Client) request(t *testing.T, fields []hpack.HeaderField) {
-	t.Helper()
+// request opens a stream of an unsigned GET with the given extra fields. Its error is
+// the connection's: the server may close it, as the tests expect, while streams are still
+// being opened.
+func (h *h2Client) request(fields []hpack.HeaderField) error {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
 	h.buf.Reset()
@@ -324,16 +325,17 @@ func (h *h2Client) request(t *testing.T, fields []hpack.HeaderField) {
 	block := h.buf.Bytes()
 	first := block[:min(len(block), 16<<10)]
 	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.next, BlockFragment: first, EndStream: true, EndHeaders: len(first) == len(block)}); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for rest := block[len(first):]; len(rest) > 0; {
 		n := min(16<<10, len(rest))
 		if err := h.fr.WriteContinuation(h.next, n == len(rest), rest[:n]); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		rest = rest[n:]
 	}
 	h.next += 2
+	return nil
 }
 
 // pendingBytes is the unauthenticated header bytes the admission holds.
@@ -354,7 +356,9 @@ func TestSecurityRefusalNotTakenClosesTheConnection(t *testing.T) {
 	env := startProxy(t, func(o *ProxyOptions) { o.RefusalWriteTimeout = 200 * time.Millisecond }, nil)
 	h := dialH2(t, env, 0)
 	for range 20 {
-		h.request(t, []hpack.HeaderField{{Name: "x-pad", Value: strings.Repeat("p", 8<<10)}})
+		if err := h.request([]hpack.HeaderField{{Name: "x-pad", Value: strings.Repeat("p", 8<<10)}}); err != nil {
+			break // closed already
+		}
 	}
 	select {
 	case <-h.closed:
@@ -380,7 +384,9 @@ func TestSecurityUnauthenticatedHeadersBudget(t *testing.T) {
 	}
 	heavy := dialH2(t, env, 0)
 	for range 50 { // some 1.5 MiB of header list
-		heavy.request(t, fields)
+		if err := heavy.request(fields); err != nil {
+			break // closed already
+		}
 	}
 	select {
 	case <-heavy.closed:
