@@ -94,14 +94,14 @@ func componentValue(req *http.Request, c string) (string, error) {
 		return "?" + q, nil
 	}
 	if strings.HasPrefix(c, "@") {
-		return "", fmt.Errorf("derived component %q is not supported", c)
+		return "", fmt.Errorf("derived component %s is not supported", Quote(c))
 	}
 	if c == "" || strings.ToLower(c) != c {
-		return "", fmt.Errorf("component %q is not a lowercase field name", c)
+		return "", fmt.Errorf("component %s is not a lowercase field name", Quote(c))
 	}
 	v, ok := fieldValue(req.Header, c)
 	if !ok {
-		return "", fmt.Errorf("covered field %q is not on the request", c)
+		return "", fmt.Errorf("covered field %s is not on the request", Quote(c))
 	}
 	return v, nil
 }

@@ -104,7 +104,7 @@ func TestSignRestoresBody(t *testing.T) {
 		}
 		req.Body, _ = req.GetBody()
 	}
-	if got, want := req.Header.Get("Content-Digest"), contentDigest([]byte("payload")); got != want {
+	if got, want := req.Header.Get("Content-Digest"), contentDigest(held([]byte("payload"))); got != want {
 		t.Errorf("Content-Digest %q, want %q", got, want)
 	}
 }

@@ -192,19 +192,29 @@ func Verify(req *http.Request, p Policy, resolve func(*Signature) (any, error)) 
 	return nil, joinRefusals(refused)
 }
 
-// joinRefusals is the error of a request none of whose signatures was accepted: each
-// refusal, and the outcome of the one that got furthest.
+// maxRefusalsSaid bounds the refusals the error of a request with several signatures
+// spells out; the others are counted. A client chooses how many signatures it sends, and
+// the error is logged and sent back.
+const maxRefusalsSaid = 3
+
+// joinRefusals is the error of a request none of whose signatures was accepted: the first
+// maxRefusalsSaid refusals, and the outcome of the one that got furthest.
 func joinRefusals(refused []*Error) *Error {
 	if len(refused) == 1 {
 		return refused[0]
 	}
 	out := &Error{Outcome: refused[0].Outcome}
-	msgs := make([]string, len(refused))
+	var msgs []string
 	for i, r := range refused {
-		msgs[i] = r.Error()
+		if i < maxRefusalsSaid {
+			msgs = append(msgs, r.Error())
+		}
 		if rank(r.Outcome) > rank(out.Outcome) {
 			out.Outcome = r.Outcome
 		}
+	}
+	if more := len(refused) - len(msgs); more > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more", more))
 	}
 	out.Err = fmt.Errorf("httpsig: none of %d signatures accepted: %s", len(refused), strings.Join(msgs, "; "))
 	return out
@@ -254,11 +264,11 @@ func parseFields(h http.Header) ([]received, error) {
 		b, isBytes := item.Value.([]byte)
 		switch {
 		case !ok:
-			r.err = refuse(Malformed, "signature %q: Signature-Input member is not an inner list", label)
+			r.err = refuse(Malformed, "signature %s: Signature-Input member is not an inner list", Quote(label))
 		case !found:
-			r.err = refuse(Malformed, "signature %q: Signature has no member of that label", label)
+			r.err = refuse(Malformed, "signature %s: Signature has no member of that label", Quote(label))
 		case !isItem || !isBytes:
-			r.err = refuse(Malformed, "signature %q: Signature member is not a byte sequence", label)
+			r.err = refuse(Malformed, "signature %s: Signature member is not a byte sequence", Quote(label))
 		}
 		r.input, r.sig = il, b
 		out = append(out, r)
@@ -280,7 +290,7 @@ type verification struct {
 	policy   Policy
 	resolve  func(*Signature) (any, error)
 	bodyRead bool
-	body     []byte
+	body     *heldBody
 	bodyErr  error
 	abort    error // a BodyReserver's refusal: Verify stops with it
 }
@@ -291,7 +301,7 @@ func (v *verification) one(r received) (*Signature, *Error) {
 		return nil, r.err
 	}
 	fail := func(o Outcome, format string, a ...any) (*Signature, *Error) {
-		return nil, refuse(o, "signature %q: "+format, append([]any{r.label}, a...)...)
+		return nil, refuse(o, "signature %s: "+format, append([]any{Quote(r.label)}, a...)...)
 	}
 	// 1. Parameters and components.
 	sig, err := parseSignature(r)
@@ -336,11 +346,11 @@ func (v *verification) one(r received) (*Signature, *Error) {
 	}
 	key, err := v.resolve(sig)
 	if err != nil {
-		return fail(UnknownKey, "key %q: %v", sig.KeyID, err)
+		return fail(UnknownKey, "key %s: %v", Quote(sig.KeyID), err)
 	}
 	// 5. The signature, then the body it covers by digest.
 	if err := verifyBase(sig.Algorithm, key, base, r.sig); err != nil {
-		return fail(Forged, "key %q: %v", sig.KeyID, err)
+		return fail(Forged, "key %s: %v", Quote(sig.KeyID), err)
 	}
 	if dv := v.req.Header.Values(contentDigestHeader); len(dv) > 0 {
 		body, err := v.readBody()
@@ -370,10 +380,10 @@ func parseSignature(r received) (*Signature, error) {
 			return nil, errors.New("a covered component is not a string")
 		}
 		if len(it.Params.Names()) > 0 {
-			return nil, fmt.Errorf("component %q has parameters, which the profile does not use", c)
+			return nil, fmt.Errorf("component %s has parameters, which the profile does not use", Quote(c))
 		}
 		if contains(sig.Components, c) {
-			return nil, fmt.Errorf("component %q is covered twice", c)
+			return nil, fmt.Errorf("component %s is covered twice", Quote(c))
 		}
 		sig.Components = append(sig.Components, c)
 	}
@@ -402,9 +412,9 @@ func parseSignature(r received) (*Signature, error) {
 	}
 	switch {
 	case sig.Tag != Tag:
-		return nil, fmt.Errorf("tag is %q, not %q", sig.Tag, Tag)
+		return nil, fmt.Errorf("tag is %s, not %q", Quote(sig.Tag), Tag)
 	case !knownAlgorithm(sig.Algorithm):
-		return nil, fmt.Errorf("alg %q is not one of %s, %s, %s, %s, %s", sig.Algorithm, algECDSAP256, algECDSAP384, algEd25519, algRSAPSS, algHMAC)
+		return nil, fmt.Errorf("alg %s is not one of %s, %s, %s, %s, %s", Quote(sig.Algorithm), algECDSAP256, algECDSAP384, algEd25519, algRSAPSS, algHMAC)
 	case len(sig.KeyID) > maxKeyIDBytes:
 		return nil, fmt.Errorf("keyid has %d bytes; at most %d are accepted", len(sig.KeyID), maxKeyIDBytes)
 	case len(sig.Nonce) > maxKeyIDBytes:
@@ -467,7 +477,7 @@ func certificate(h http.Header, keyid string) (*x509.Certificate, error) {
 	lines := h.Values(CertificateHeader)
 	switch {
 	case len(lines) == 0:
-		return nil, fmt.Errorf("keyid %q names a certificate but the request has no %s", keyid, CertificateHeader)
+		return nil, fmt.Errorf("keyid %s names a certificate but the request has no %s", Quote(keyid), CertificateHeader)
 	case len(lines) > 1 || len(lines[0]) > maxCertificateBytes:
 		return nil, fmt.Errorf("%s must be one field line of at most %d bytes", CertificateHeader, maxCertificateBytes)
 	}
@@ -477,7 +487,7 @@ func certificate(h http.Header, keyid string) (*x509.Certificate, error) {
 		return nil, fmt.Errorf("%s is not a structured field byte sequence", CertificateHeader)
 	}
 	if CertificateKeyID(der) != keyid {
-		return nil, fmt.Errorf("keyid %q is not the SHA-256 of the certificate in %s", keyid, CertificateHeader)
+		return nil, fmt.Errorf("keyid %s is not the SHA-256 of the certificate in %s", Quote(keyid), CertificateHeader)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
@@ -487,7 +497,7 @@ func certificate(h http.Header, keyid string) (*x509.Certificate, error) {
 }
 
 // readBody reads the request body once for every signature that needs it.
-func (v *verification) readBody() ([]byte, error) {
+func (v *verification) readBody() (*heldBody, error) {
 	if !v.bodyRead {
 		v.body, v.bodyErr = readBody(v.req)
 		v.bodyRead = true

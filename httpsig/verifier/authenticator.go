@@ -3,6 +3,7 @@ package verifier
 import (
 	"crypto/sha256"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"net/http"
@@ -129,6 +130,9 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 			// the key returned here, so the key must already speak for a user.
 			user, err = a.identity(auth, s.Certificate, now)
 		}
+		if c, ok := req.Body.(interface{ chargeTo(string) }); ok && err == nil {
+			c.chargeTo(user.Username) // the body it reads next is this user's
+		}
 		if err != nil {
 			errors.As(err, &last)
 			return nil, err
@@ -178,14 +182,14 @@ func (a *Authenticator) refused(err error, claimed string, last *refusal) error 
 func (c *Config) claim(s *httpsig.Signature, now time.Time) (*x509Authenticator, error) {
 	leaf := s.Certificate
 	if leaf == nil {
-		return nil, &refusal{outcome: NotCertificate, err: fmt.Errorf("keyid %q is not a certificate keyid (%s...): this verifier has no resolver", s.KeyID, httpsig.CertificateKeyIDPrefix)}
+		return nil, &refusal{outcome: NotCertificate, err: fmt.Errorf("keyid %s is not a certificate keyid (%s...): this verifier has no resolver", httpsig.Quote(s.KeyID), httpsig.CertificateKeyIDPrefix)}
 	}
 	if len(leaf.AuthorityKeyId) == 0 {
-		return nil, &refusal{outcome: NoAuthorityKeyID, err: fmt.Errorf("certificate %q has no authority key identifier to select a trust anchor by", leaf.Subject)}
+		return nil, &refusal{outcome: NoAuthorityKeyID, err: fmt.Errorf("certificate %s has no authority key identifier to select a trust anchor by", certName(leaf.Subject))}
 	}
 	auth := c.byKeyID[string(leaf.AuthorityKeyId)]
 	if auth == nil {
-		return nil, &refusal{outcome: UnknownIssuer, err: fmt.Errorf("no authenticator trusts the issuer %q of certificate %q", leaf.Issuer, leaf.Subject)}
+		return nil, &refusal{outcome: UnknownIssuer, err: fmt.Errorf("no authenticator trusts the issuer %s of certificate %s", certName(leaf.Issuer), certName(leaf.Subject))}
 	}
 	if age := now.Sub(s.Created); age > auth.maxAge+c.Policy.MaxClockSkew {
 		return auth, &refusal{authenticator: auth.name, outcome: httpsig.Stale, err: fmt.Errorf("signature created %s ago, more than authenticator %q's maxAge %s plus maxClockSkew %s", age.Truncate(time.Second), auth.name, auth.maxAge, c.Policy.MaxClockSkew)}
@@ -208,25 +212,29 @@ func (a *Authenticator) identity(auth *x509Authenticator, leaf *x509.Certificate
 	}
 	chains, err := leaf.Verify(x509.VerifyOptions{Roots: auth.roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	if err != nil {
-		return nil, refuse(InvalidCertificate, fmt.Errorf("authenticator %q: certificate %q: %w", auth.name, leaf.Subject, err))
+		return nil, refuse(InvalidCertificate, fmt.Errorf("authenticator %q: certificate %s: %w", auth.name, certName(leaf.Subject), err))
 	}
 	vars := map[string]any{"cert": certVariable(leaf)}
 	if err := check(auth.certRules, vars); err != nil {
-		return nil, refuse(CertificateRule, fmt.Errorf("authenticator %q refused certificate %q: %w", auth.name, leaf.Subject, err))
+		return nil, refuse(CertificateRule, fmt.Errorf("authenticator %q refused certificate %s: %w", auth.name, certName(leaf.Subject), err))
 	}
 	user, err := auth.mapping.user(vars)
 	if err != nil {
-		return nil, refuse(Unmapped, fmt.Errorf("authenticator %q: certificate %q: %w", auth.name, leaf.Subject, err))
+		return nil, refuse(Unmapped, fmt.Errorf("authenticator %q: certificate %s: %w", auth.name, certName(leaf.Subject), err))
 	}
-	if name := reservedName(user); name != "" {
-		return nil, refuse(ReservedName, fmt.Errorf("authenticator %q mapped certificate %q to %q, a name only the authentication machinery assigns", auth.name, leaf.Subject, name))
+	if reserved := reservedName(user); reserved != "" {
+		return nil, refuse(ReservedName, fmt.Errorf("authenticator %q mapped certificate %s to %q, a name only the authentication machinery assigns", auth.name, certName(leaf.Subject), reserved))
 	}
 	if err := check(auth.userRules, map[string]any{"user": userVariable(user)}); err != nil {
-		return nil, refuse(UserRule, fmt.Errorf("authenticator %q refused user %q: %w", auth.name, user.Username, err))
+		return nil, refuse(UserRule, fmt.Errorf("authenticator %q refused user %s: %w", auth.name, httpsig.Quote(user.Username), err))
 	}
 	a.cache.Put(key, user, certmemo.Expiry(chains[0]))
 	return user, nil
 }
+
+// certName is a certificate's subject or issuer as refusals say it: the certificate is the
+// client's, and may be self-made with a name of any length.
+func certName(n pkix.Name) string { return httpsig.Quote(n.String()) }
 
 func reservedName(u *authenticationv1.UserInfo) string {
 	if reservedNames[u.Username] {

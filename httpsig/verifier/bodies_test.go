@@ -153,7 +153,7 @@ func TestSecurityBodyBudget(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, front.URL+path, strings.NewReader(body))
 		req.Header = signedHeader(t, key, leaf, f.now, path, body)
 		req.Host = "example.com"
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := front.Client().Do(req)
 		if err != nil {
 			t.Error(err)
 			return answer{}

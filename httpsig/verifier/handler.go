@@ -66,6 +66,10 @@ type HandlerOptions struct {
 	// (a client that trickles its body is cut off); zero means DefaultBodyReadTimeout.
 	// Requests without a body (watches, upgrades) are not bound by it.
 	BodyReadTimeout time.Duration
+	// RefusalWriteTimeout bounds the writing of a refusal (400, 401, 429, 502): a client
+	// that has not taken it by then loses its connection. Zero means
+	// DefaultRefusalWriteTimeout. Forwarded responses (watches, upgrades) have no bound.
+	RefusalWriteTimeout time.Duration
 }
 
 // Defaults of HandlerOptions.
@@ -74,13 +78,16 @@ const (
 	DefaultBodyBudget = 64 << 20
 	// DefaultBodyReadTimeout is kube-apiserver's default request timeout.
 	DefaultBodyReadTimeout = time.Minute
+	// DefaultRefusalWriteTimeout is client-go's TLS handshake timeout: a client that is
+	// reading takes a refusal of a few hundred bytes at once.
+	DefaultRefusalWriteTimeout = 10 * time.Second
 )
 
 // Handler is the verifying front proxy. It is safe for concurrent use.
 type Handler struct {
 	o      HandlerOptions
 	proxy  *httputil.ReverseProxy
-	budget budget
+	budget *budget
 }
 
 // NewHandler checks o and returns the front proxy. For each request it first refuses
@@ -124,7 +131,10 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.BodyReadTimeout <= 0 {
 		o.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	h := &Handler{o: o, budget: budget{limit: o.BodyBudget}}
+	if o.RefusalWriteTimeout <= 0 {
+		o.RefusalWriteTimeout = DefaultRefusalWriteTimeout
+	}
+	h := &Handler{o: o, budget: newBudget(o.BodyBudget)}
 	base := o.Transport
 	if base == nil {
 		base = http.DefaultTransport
@@ -134,14 +144,22 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		Transport:  &checkedTransport{base: base, prefix: o.Upstream.EscapedPath()},
 		BufferPool: reverseproxy.BufferPool,
 		ErrorLog:   reverseproxy.ErrorLog(o.Logger),
+		// The body has gone upstream once kube-apiserver answers (or the request failed):
+		// its bytes go back to the budget then, not when the response has been written,
+		// which a client that does not read can put off indefinitely.
+		ModifyResponse: func(resp *http.Response) error {
+			releaseBudgeted(resp.Request.Context())
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			releaseBudgeted(r.Context())
 			if ae := (*AlteredError)(nil); errors.As(err, &ae) {
-				o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
-				reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+				h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
+					level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
 				return
 			}
-			o.Logger.Warn("signature proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "error", err)
-			reverseproxy.WriteStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable, "the signature proxy could not reach kube-apiserver", 0)
+			h.refuse(w, r, rejection{code: http.StatusBadGateway, reason: metav1.StatusReasonServiceUnavailable, message: "the signature proxy could not reach kube-apiserver",
+				level: slog.LevelWarn, event: "signature proxy: upstream failed", attrs: []any{errorAttr(err)}})
 		},
 		FlushInterval: -1, // watches and logs stream as they come
 	}
@@ -149,9 +167,11 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	pending := holdUnauthenticated(r) // under Proxy.Serve: its headers, until authenticated
+	defer pending.release()
 	if err := refuseUnforwardable(r); err != nil {
-		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
-		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
+			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
 		return
 	}
 	h.strip(r.Header)
@@ -165,10 +185,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout))
 	}
 	user, err := h.o.Authenticator.Authenticate(r)
-	if body != nil && errors.Is(err, errOverBudget) {
-		h.o.Logger.Warn("signature proxy: request bodies over budget; answering 429", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "budget", h.o.BodyBudget)
-		reverseproxy.WriteStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
-			fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20), 1)
+	if body != nil && (errors.Is(err, errOverBudget) || errors.Is(err, errOverShare)) {
+		h.refuse(w, r, h.overBudget(err))
 		return
 	}
 	if err != nil {
@@ -177,19 +195,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &he) {
 			outcome = he.Outcome
 		}
-		h.o.Logger.Info("signature proxy: refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "outcome", outcome, "error", err)
-		reverseproxy.WriteStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized: "+err.Error(), 0)
+		h.refuse(w, r, rejection{code: http.StatusUnauthorized, reason: metav1.StatusReasonUnauthorized, message: "Unauthorized: " + err.Error(),
+			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{"outcome", outcome, errorAttr(err)}})
 		return
 	}
+	pending.authenticated(user.Username)
 	if body != nil {
 		_ = rc.SetReadDeadline(time.Time{}) // the body is in; an upgraded connection lives on
+		body.keep(r)
 	}
 	v, err := newVerified(r, user)
 	if err != nil { // not reached: the request was accepted with the same fields
-		reverseproxy.WriteStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "signature proxy: "+err.Error(), 0)
+		h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
+			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})
 		return
 	}
-	h.proxy.ServeHTTP(w, r.WithContext(withVerified(r.Context(), v)))
+	h.proxy.ServeHTTP(w, r.WithContext(withBudgeted(withVerified(r.Context(), v), body)))
+}
+
+// overBudget is the 429 of a body that does not fit the budget, or the signer's share.
+func (h *Handler) overBudget(err error) rejection {
+	message := fmt.Sprintf("signature proxy: too many request bodies are being checked at once (%d MiB); retry shortly", h.o.BodyBudget>>20)
+	if errors.Is(err, errOverShare) {
+		message = fmt.Sprintf("signature proxy: too many request bodies of this user are being checked at once (%d MiB); retry shortly", h.budget.share>>20)
+	}
+	return rejection{code: http.StatusTooManyRequests, reason: metav1.StatusReasonTooManyRequests, retryAfter: 1, message: message,
+		level: slog.LevelWarn, event: "signature proxy: request bodies over budget; answering 429", attrs: []any{"budget", h.o.BodyBudget, errorAttr(err)}}
 }
 
 // rewrite sets the identity on the outgoing request. It runs after ReverseProxy has

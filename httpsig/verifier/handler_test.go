@@ -111,7 +111,7 @@ func TestForgedIdentityNeverReachesUpstream(t *testing.T) {
 	req.Header.Set("Signature", "sig1=:AAAA:")
 	req.Header.Set(httpsig.CertificateHeader, ":AAAA:")
 	req.Header.Set("Impersonate-User", "bob")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := front.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestBearerSubprotocolNeverReachesUpstream(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, front.URL+"/api/v1/namespaces/default/pods/p/exec", nil)
 	req.Header.Add("Sec-WebSocket-Protocol", "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.c2VjcmV0")
 	req.Header.Add("Sec-WebSocket-Protocol", "Base64url.Bearer.Authorization.k8s.io.c2VjcmV0, v4.channel.k8s.io")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := front.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestRefusedRequestsAre401(t *testing.T) {
 			front := newFrontend(t, tc.auth, up)
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, front.URL+"/api", nil)
 			req.Header.Set("Authorization", "Bearer secret-token-value")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := front.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

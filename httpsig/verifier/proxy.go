@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -49,12 +48,18 @@ type ProxyOptions struct {
 	// Metrics and Logger as in Options and HandlerOptions.
 	Metrics *Metrics
 	Logger  *slog.Logger
-	// MaxConnections bounds the client connections open at once; more wait to be
-	// accepted. Zero means DefaultMaxConnections.
+	// MaxConnections bounds the client connections open at once. A quarter of them may
+	// be unauthenticated (no request on them has authenticated yet) and a quarter one
+	// user's; a new connection closes the oldest unauthenticated one of the client host
+	// that has the most, and waits to be accepted only while every connection is a user's.
+	// Zero means DefaultMaxConnections.
 	MaxConnections int
-	// BodyBudget and BodyReadTimeout are as in HandlerOptions.
-	BodyBudget      int64
-	BodyReadTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header; zero means DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+	// BodyBudget, BodyReadTimeout and RefusalWriteTimeout are as in HandlerOptions.
+	BodyBudget          int64
+	BodyReadTimeout     time.Duration
+	RefusalWriteTimeout time.Duration
 	// Client reads which identity headers kube-apiserver reads from front proxies (the
 	// ConfigMap kube-system/extension-apiserver-authentication); nil means a client of
 	// Upstream through Transport, as ReaderUsername. RequestHeaderRefresh is how often
@@ -63,9 +68,8 @@ type ProxyOptions struct {
 	RequestHeaderRefresh time.Duration
 }
 
-// DefaultMaxConnections bounds a Proxy's client connections: with kube-apiserver's
-// 1 MiB of request headers, what clients that have not authenticated can make the
-// proxy hold stays near 1 GiB at worst.
+// DefaultMaxConnections bounds a Proxy's client connections: what the 256 of them that
+// may be unauthenticated can make the proxy hold is in docs/http-signatures.md ("Limits").
 const DefaultMaxConnections = 1024
 
 // Proxy is the signature proxy: Handler behind a TLS server, with its configuration
@@ -77,6 +81,7 @@ type Proxy struct {
 	handler *Handler
 	gate    *requestheader.Gate
 	gated   http.Handler // handler behind gate
+	conns   *admission   // its connection policy (conns.go)
 	auth    atomic.Pointer[Authenticator]
 	content string // of the configuration in use; touched by Reload only
 }
@@ -107,12 +112,16 @@ func NewProxy(o ProxyOptions) (*Proxy, error) {
 	if o.RequestHeaderRefresh <= 0 {
 		o.RequestHeaderRefresh = 10 * time.Second
 	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	p := &Proxy{o: o}
+	p.conns = p.admission()
 	if _, err := p.Reload(); err != nil {
 		return nil, err
 	}
 	h, err := NewHandler(HandlerOptions{Authenticator: p, Upstream: o.Upstream, Transport: o.Transport, Headers: o.Headers, Logger: o.Logger,
-		BodyBudget: o.BodyBudget, BodyReadTimeout: o.BodyReadTimeout})
+		BodyBudget: o.BodyBudget, BodyReadTimeout: o.BodyReadTimeout, RefusalWriteTimeout: o.RefusalWriteTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -189,13 +198,14 @@ func without(xs, ys []string) []string {
 }
 
 // Serve listens, serves over TLS (HTTP/2 and HTTP/1.1, the latter for upgrades) with
-// kube-apiserver's server limits (at most 1 MiB of request headers, read within 32 s; idle
-// connections closed after 90 s; over HTTP/2, 100 concurrent streams per connection and
-// 256 KiB frames; no write timeout, which would cut watches) and at most MaxConnections
-// connections at once, follows the configuration
-// file, and when ctx ends stops accepting connections, lets requests finish for up to
-// ShutdownTimeout and returns nil; or returns the error that stopped serving. Serve is
-// called once.
+// limits tighter than kube-apiserver's (server.go: MaxHeaderBytes of request header, read
+// and the TLS handshake done within 10 s; idle connections closed after 90 s; over HTTP/2,
+// 100 concurrent streams per connection, 16 KiB frames, 256 KiB buffered per stream and
+// 512 KiB per connection; no write timeout, which would cut watches, but refusals are
+// written within RefusalWriteTimeout) and MaxConnections connections under the admission
+// of conns.go, follows the configuration file, and when ctx ends stops accepting
+// connections, lets requests finish for up to ShutdownTimeout and returns nil; or returns
+// the error that stopped serving. Serve is called once.
 //
 // It forwards nothing before it has read which identity headers kube-apiserver reads from
 // front proxies (the ConfigMap kube-system/extension-apiserver-authentication, through
@@ -213,12 +223,13 @@ func (p *Proxy) Serve(ctx context.Context) error {
 			return fmt.Errorf("verifier: listening on %s: %w", p.o.ListenAddress, err)
 		}
 	}
-	ln = netutil.LimitListener(ln, p.o.MaxConnections)
+	ln = p.conns.listener(ln)
 	srv := reverseproxy.NewServer(p, &tls.Config{
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.o.GetServingCertificate() },
 		NextProtos:     []string{"h2", "http/1.1"}, // upgrades need the latter
 		MinVersion:     tls.VersionTLS12,
 	}, slog.NewLogLogger(p.o.Logger.Handler(), slog.LevelDebug)) // handshakes clients abort
+	p.limit(srv)
 	p.o.Logger.Info("signature proxy serving", "address", ln.Addr().String(), "upstream", p.o.Upstream.String())
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -63,7 +63,7 @@ func (s *authServer) send(t *testing.T, key *ecdsa.PrivateKey, cert *x509.Certif
 		if tamper != nil {
 			tamper(r)
 		}
-		return http.DefaultTransport.RoundTrip(r)
+		return s.Client().Transport.RoundTrip(r) // not http.DefaultTransport: other tests' servers close its connections as they end
 	})
 	var rd io.Reader
 	if body != "" {

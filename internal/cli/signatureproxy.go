@@ -22,6 +22,7 @@ type signatureProxyOptions struct {
 	tlsCert, tlsKey              string
 	listen, metricsAddr          string
 	maxConnections               int
+	maxHeaderBytes               int
 	bodyBudget                   int64
 	bodyReadTimeout              time.Duration
 	// requestHeaders are kube-apiserver's --requestheader-* names.
@@ -39,8 +40,9 @@ func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:6445", "host:port to serve clients on (TLS)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on at /metrics; empty disables")
-	f.IntVar(&o.maxConnections, "max-connections", verifier.DefaultMaxConnections, "client connections open at once; more wait to be accepted")
-	f.Int64Var(&o.bodyBudget, "max-buffered-body-bytes", verifier.DefaultBodyBudget, "bytes of request bodies held at once across requests (a body is buffered to check its digest once its signer is authenticated); a request over it gets 429 with Retry-After")
+	f.IntVar(&o.maxConnections, "max-connections", verifier.DefaultMaxConnections, "client connections open at once; a quarter may be unauthenticated (the oldest of the busiest host gives way to a new one) and a quarter one user's")
+	f.IntVar(&o.maxHeaderBytes, "max-request-header-bytes", verifier.DefaultMaxHeaderBytes, "bytes of a request's header (HTTP/1.1 request line and fields, HTTP/2 header list); a signed request needs a few KiB")
+	f.Int64Var(&o.bodyBudget, "max-buffered-body-bytes", verifier.DefaultBodyBudget, "bytes of request bodies held at once across requests, a quarter of it at most for one user (a body is buffered to check its digest once its signer is authenticated, and released once forwarded); a request over it gets 429 with Retry-After")
 	f.DurationVar(&o.bodyReadTimeout, "body-read-timeout", verifier.DefaultBodyReadTimeout, "time a client has from its request's headers to the end of its body")
 	d := verifier.DefaultRequestHeaders
 	const rh = " (as kube-apiserver's flag of that name): the first is set, all are removed from clients' requests; kube-apiserver must publish no other"
@@ -116,6 +118,9 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 	if o.maxConnections <= 0 {
 		errs = append(errs, fmt.Errorf("--max-connections %d: must be positive", o.maxConnections))
 	}
+	if o.maxHeaderBytes < 4<<10 {
+		errs = append(errs, fmt.Errorf("--max-request-header-bytes %d: must be at least 4096", o.maxHeaderBytes))
+	}
 	if o.bodyBudget <= httpsig.MaxBodyBytes {
 		errs = append(errs, fmt.Errorf("--max-buffered-body-bytes %d: must be more than %d, kube-apiserver's largest request body", o.bodyBudget, httpsig.MaxBodyBytes))
 	}
@@ -151,6 +156,7 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 		ListenAddress:         o.listen,
 		Logger:                g.log,
 		MaxConnections:        o.maxConnections,
+		MaxHeaderBytes:        o.maxHeaderBytes,
 		BodyBudget:            o.bodyBudget,
 		BodyReadTimeout:       o.bodyReadTimeout,
 		Headers:               verifier.RequestHeaders{Username: o.usernameHeaders, Group: o.groupHeaders, UID: o.uidHeaders, ExtraPrefix: o.extraPrefixes},

@@ -51,6 +51,7 @@ func WriteStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, me
 	}
 	body, _ := json.Marshal(s)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
