@@ -84,7 +84,8 @@ func serveProxy(t *testing.T, f *fixture, o ProxyOptions) *servedProxy {
 		cancel()
 		transport.CloseIdleConnections()
 		select {
-		case <-s.done:
+		case err := <-s.done:
+			_ = err // a test that expects an error from Serve checks it
 		case <-time.After(time.Minute):
 			t.Error("Serve did not return")
 		}
