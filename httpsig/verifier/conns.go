@@ -12,7 +12,8 @@ import (
 
 // The proxy's connections, by what is known of their clients. A connection is
 // unauthenticated until one of its requests authenticates; it then belongs to that
-// request's user. Anyone can open connections, so the unauthenticated ones are few and
+// request's user, until one of its requests fails to authenticate. Anyone can open
+// connections, so the unauthenticated ones are few and
 // give way: when there are maxUnauthenticated of them, or every slot is taken, a new
 // connection closes the oldest unauthenticated one of the client host that holds the most,
 // so that a host flooding the proxy with connections that never authenticate pushes out
@@ -197,6 +198,36 @@ func (t *trackedConn) authenticatedAs(user string) {
 	a.room.Broadcast()
 }
 
+// refusedOn counts t as unauthenticated again, the newest of its host's: a request on it
+// failed to authenticate. A connection keeps a user's slot only while what it sends
+// authenticates; otherwise a handful of users (or replays of one signed request each) could
+// hold every slot with connections that send nothing valid. It returns the connections to
+// close to stay within the unauthenticated share, t itself perhaps.
+func (t *trackedConn) refusedOn() (evicted []*trackedConn) {
+	a := t.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t.closed || t.elem != nil {
+		return nil
+	}
+	a.authenticated--
+	if a.byUser[t.user]--; a.byUser[t.user] == 0 {
+		delete(a.byUser, t.user)
+	}
+	hl := a.byHost[t.host]
+	if hl == nil {
+		hl = list.New()
+		a.byHost[t.host] = hl
+	}
+	t.elem, t.user = hl.PushBack(t), ""
+	a.unauthenticated++
+	for a.unauthenticated > a.limits.maxUnauthenticated {
+		evicted = append(evicted, a.evictLocked())
+	}
+	a.room.Broadcast()
+	return evicted
+}
+
 // hold counts n header bytes of an unauthenticated request on t, and returns the
 // connections to close to bring the total back within the budget: the ones holding the
 // most.
@@ -282,6 +313,17 @@ func (u *unauthenticated) authenticated(user string) {
 	}
 	u.release()
 	u.conn.authenticatedAs(user)
+}
+
+// refused counts the connection as unauthenticated again: the request did not
+// authenticate.
+func (u *unauthenticated) refused() {
+	if u == nil {
+		return
+	}
+	for _, c := range u.conn.refusedOn() {
+		_ = c.Conn.Close()
+	}
 }
 
 // release gives the headers back; it is idempotent.

@@ -245,6 +245,43 @@ func TestAuthenticatedConnectionsAreKept(t *testing.T) {
 	}
 }
 
+// TestSecurityRefusedConnectionLosesItsUsersSlot (issue 27, second review of F3): four
+// users, or replays of one signed request each, filled every slot with connections that
+// then sent only unsigned requests, answered 401, and new connections waited for good. A
+// request that fails to authenticate puts its connection back among the unauthenticated,
+// which give way.
+func TestSecurityRefusedConnectionLosesItsUsersSlot(t *testing.T) {
+	t.Parallel()
+	a := newAdmission(connLimits{max: 4, maxUnauthenticated: 1, maxPerUser: 1, unauthenticatedHeaderBytes: 1 << 20})
+	var conns []*trackedConn
+	for _, user := range []string{"alice", "bob", "carol", "dave"} {
+		c, peer := net.Pipe()
+		t.Cleanup(func() { _ = peer.Close() })
+		tc := a.admit(c)
+		t.Cleanup(func() { _ = tc.Close() })
+		tc.authenticatedAs(user)
+		conns = append(conns, tc)
+	}
+	(&unauthenticated{conn: conns[0]}).refused() // alice's connection sends an unsigned request
+	admitted := make(chan *trackedConn, 1)
+	go func() {
+		c, peer := net.Pipe()
+		t.Cleanup(func() { _ = peer.Close() })
+		admitted <- a.admit(c)
+	}()
+	select {
+	case tc := <-admitted:
+		t.Cleanup(func() { _ = tc.Close() })
+	case <-time.After(30 * time.Second):
+		t.Fatal("a new connection still waits while a connection that was refused holds a user's slot")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !conns[0].closed || conns[1].closed || a.byUser["alice"] != 0 {
+		t.Errorf("the refused connection closed: %v (want true), bob's: %v (want false); alice's slots: %d", conns[0].closed, conns[1].closed, a.byUser["alice"])
+	}
+}
+
 // TestUserShareGivesWay: a user's connection beyond their share of the slots counts as
 // unauthenticated, and gives way as those do; their first stays.
 func TestUserShareGivesWay(t *testing.T) {

@@ -190,6 +190,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
+		pending.refused()
 		var he *httpsig.Error
 		outcome := httpsig.Outcome("")
 		if errors.As(err, &he) {
