@@ -46,7 +46,7 @@ place() {
 	fi
 	local cached=$cache/$name-$key
 	if [[ ! -x "$cached" ]]; then
-		echo "tools: building $name from ${*: -1} (kube-apiserver takes several minutes on 2 cores)..." >&2
+		echo "tools: building $name from ${*: -1} (a cold build of the big ones takes minutes on 2 cores; it is cached in $cache)..." >&2
 		local start=$SECONDS
 		"$@" "$cached.tmp.$$"
 		mv "$cached.tmp.$$" "$cached"
