@@ -102,7 +102,15 @@ func TestToolchainEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings, err := goEnv(t.Context(), t.TempDir(), minimalEnviron(), resolved...)
+	// The builder's caches and proxy, wherever its environment puts them (a CI may point
+	// GOCACHE, GOMODCACHE or XDG_CACHE_HOME elsewhere).
+	locators := minimalEnviron()
+	for _, k := range append([]string{"GOPATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"}, resolved...) {
+		if v, ok := os.LookupEnv(k); ok {
+			locators = append(locators, k+"="+v)
+		}
+	}
+	settings, err := goEnv(t.Context(), t.TempDir(), locators, resolved...)
 	if err != nil {
 		t.Fatal(err)
 	}
