@@ -17,6 +17,7 @@ import (
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/exectest"
 	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testlog"
 )
 
 func TestCachedUntilStrictlyAfterExpiry(t *testing.T) {
@@ -184,7 +185,7 @@ func TestRefreshAheadFailureIsLogged(t *testing.T) {
 	f := exectest.New(t)
 	clk := newClock()
 	f.Stdout(tokenOutput(V1, "first", clk.Now().Add(10*time.Minute)))
-	var logs syncBuffer
+	var logs testlog.Buffer
 	src := newSource(t, fakeConfig(f, V1), Options{
 		Now: clk.Now, Backoff: time.Minute, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
@@ -352,24 +353,6 @@ func TestInstallHintOnNotFound(t *testing.T) {
 	if !strings.Contains(err.Error(), "brew install") {
 		t.Error("install hint missing")
 	}
-}
-
-// syncBuffer is a strings.Builder safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestCacheCallsItsSourceOncePerGeneration: a caller that found the Cache empty but

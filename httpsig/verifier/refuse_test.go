@@ -1,7 +1,6 @@
 package verifier
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,33 +14,15 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dunglas/httpsfv"
 
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/testlog"
 	"github.com/kplug/kplug/internal/testpki"
 )
-
-// syncBuffer is a bytes.Buffer a logger and a test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // bigNamedLeaf is a self-made certificate of its own key naming ca by its subject key
 // identifier (what anyone can make), with a subject (and issuer) of 4.4 KB.
@@ -110,7 +91,7 @@ func TestSecurityRefusalsDoNotEchoTheRequest(t *testing.T) {
 	leaf, key := bigNamedLeaf(t, f.ca1, f.now)
 	up := newRecordingUpstream(t)
 	target, _ := url.Parse(up.URL)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	h, err := NewHandler(HandlerOptions{Authenticator: f.auth, Upstream: target, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

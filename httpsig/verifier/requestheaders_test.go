@@ -25,6 +25,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testlog"
 	"github.com/kplug/kplug/internal/testpki"
 )
 
@@ -49,7 +50,7 @@ type servedProxy struct {
 	url    string
 	client *http.Client
 	up     *recordingUpstream
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	done   chan error
 }
 
@@ -67,7 +68,7 @@ func serveProxy(t *testing.T, f *fixture, o ProxyOptions) *servedProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &servedProxy{url: "https://" + ln.Addr().String(), up: newRecordingUpstream(t), logs: &syncBuffer{}, done: make(chan error, 1)}
+	s := &servedProxy{url: "https://" + ln.Addr().String(), up: newRecordingUpstream(t), logs: &testlog.Buffer{}, done: make(chan error, 1)}
 	o.ConfigFile, o.Listener, o.RequestHeaderRefresh = path, ln, 50*time.Millisecond
 	o.Upstream, _ = url.Parse(s.up.URL)
 	o.GetServingCertificate = func() (*tls.Certificate, error) { return &cert, nil }

@@ -9,13 +9,11 @@ package keyringtest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testlog"
 )
 
 // RequireEnv names the variable that turns a missing tool into a failure instead of a
@@ -128,7 +127,7 @@ func StartBus(t testing.TB, dir string) string {
 // t failed.
 func start(t testing.TB, cmd *exec.Cmd, name string) {
 	t.Helper()
-	var stderr lockedBuffer
+	var stderr testlog.Buffer
 	cmd.Stderr = &stderr
 	// Pdeathsig: a test binary killed by its timeout takes the daemon with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -168,21 +167,4 @@ func waitReady(t testing.TB, bus string) {
 			Call("org.freedesktop.Secret.Service.ReadAlias", 0, "default").Store(&alias)
 		return err == nil && alias != "/"
 	})
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

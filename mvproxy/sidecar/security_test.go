@@ -35,6 +35,7 @@ import (
 
 	"github.com/kplug/kplug/internal/poll"
 	"github.com/kplug/kplug/internal/reverseproxy"
+	"github.com/kplug/kplug/internal/testlog"
 	"github.com/kplug/kplug/internal/testpki"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
@@ -535,7 +536,7 @@ func TestSecurityServeForwardsNothingUnchecked(t *testing.T) {
 	}
 	o, _ := c.options(t, "server-0", b, ln)
 	o.RequestHeaderRefresh = 50 * time.Millisecond
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	s, err := New(o)
 	if err != nil {
@@ -645,22 +646,4 @@ func TestSecurityServeForwardsNothingUnchecked(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Serve goes on once kube-apiserver published X-Other-Group")
 	}
-}
-
-// logBuffer collects a logger's output for a test; safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

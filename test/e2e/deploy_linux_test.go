@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/internal/cli"
+	"github.com/kplug/kplug/internal/testlog"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
@@ -188,7 +189,7 @@ func runPod(t *testing.T, cp *framework.ControlPlane, i int, pod *corev1.Pod, et
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd, listen, metrics := podCommand(ctx, t, cp, i, pod, etc, kplug)
-	s := &sidecar{URL: "https://" + listen, Metrics: "http://" + metrics + "/metrics", cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
+	s := &sidecar{URL: "https://" + listen, Metrics: "http://" + metrics + "/metrics", cancel: cancel, done: make(chan struct{}), log: &testlog.Buffer{}}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"k8s.io/client-go/transport"
 
 	"github.com/kplug/kplug/internal/cli"
+	"github.com/kplug/kplug/internal/testlog"
 	"github.com/kplug/kplug/mvproxy/discovery"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
@@ -38,7 +37,7 @@ type sidecar struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when peerproxy returned code
 	code    int
-	log     *syncBuffer
+	log     *testlog.Buffer
 }
 
 func (s *sidecar) stop(t *testing.T) {
@@ -91,7 +90,7 @@ func startSidecarWith(t testing.TB, cp *framework.ControlPlane, i int, peerFlags
 func runInProcess(t testing.TB, what string, args []string, url, metrics string) *sidecar {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sidecar{URL: url, Metrics: metrics, cancel: cancel, done: make(chan struct{}), log: &syncBuffer{}}
+	s := &sidecar{URL: url, Metrics: metrics, cancel: cancel, done: make(chan struct{}), log: &testlog.Buffer{}}
 	go func() {
 		defer close(s.done)
 		s.code = cli.Run(ctx, args, cli.IO{In: strings.NewReader(""), Out: s.log, Err: s.log})
@@ -474,22 +473,4 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testlog"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -168,7 +169,7 @@ func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
 	grantSignatureProxy(t, cp)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	cmd := exec.Command(kplug, "signature-proxy", "--authentication-config="+config, "--upstream="+cp.Servers[0].URL, "--upstream-ca="+p.ClusterCA.File,
 		"--proxy-client-cert="+p.ProxyClient.CertFile, "--proxy-client-key="+p.ProxyClient.KeyFile,
 		"--tls-cert-file="+p.Serving.CertFile, "--tls-private-key-file="+p.Serving.KeyFile, "--listen="+addr)
