@@ -60,6 +60,15 @@ func CallerOf(pid int) Caller {
 // kuberc and PATH then stay unread), so exec-cache refuses to run under it.
 var ErrPluginChain = fmt.Errorf("more than %d exec plugins run one another", maxPluginDepth)
 
+// chainError is the refusal to run for a client that c could not be read through
+// (ErrPluginChain), or nil.
+func (c Caller) chainError() error {
+	if !errors.Is(c.Err, ErrPluginChain) {
+		return nil
+	}
+	return fmt.Errorf("%w, up from this one: the client's credential plugin policy cannot be read through them; wrap the plugin once", ErrPluginChain)
+}
+
 // Known reports whether the client's environment was read.
 func (c Caller) Known() bool { return c.Err == nil && c.Environ != nil }
 

@@ -161,8 +161,8 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		// A kubeconfig's exec block must not wipe the user's cache (and their logins).
 		return &UsageError{Err: errors.New("--clear is for you to run, not for an exec block: " + wire.InfoEnv + " is set, so a client ran this as its credential plugin")}
 	}
-	if forClient && errors.Is(p.Caller.Err, ErrPluginChain) {
-		return &UsageError{Err: fmt.Errorf("exec-cache: %w, up from this one: the client's credential plugin policy cannot be read through them; wrap the plugin once", ErrPluginChain)}
+	if err := p.Caller.chainError(); forClient && err != nil {
+		return &UsageError{Err: fmt.Errorf("exec-cache: %w", err)}
 	}
 	if !forClient {
 		// Run by you (a shell, a script): no exec block added to this environment, which is

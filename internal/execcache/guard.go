@@ -26,8 +26,8 @@ func NewGuard(p Process) (*Guard, error) {
 	if lookupEnv(p.Environ, wire.InfoEnv) == "" {
 		return &Guard{p: p}, nil
 	}
-	if errors.Is(p.Caller.Err, ErrPluginChain) {
-		return nil, fmt.Errorf("%w, up from this one: the client's credential plugin policy cannot be read through them", ErrPluginChain)
+	if err := p.Caller.chainError(); err != nil {
+		return nil, err
 	}
 	policies, err := (&Command{}).loadKuberc(p)
 	if err != nil {
