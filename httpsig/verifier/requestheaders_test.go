@@ -142,13 +142,13 @@ func TestSecurityProxyChecksRequestHeaderNames(t *testing.T) {
 			return false, nil, nil
 		})
 		s := serveProxy(t, f, ProxyOptions{Client: client})
-		if code, answer := s.send(t, key, leaf, f.now); code != http.StatusServiceUnavailable || !strings.Contains(answer, notChecked) {
+		if code, answer := s.send(t, key, leaf, time.Now()); code != http.StatusServiceUnavailable || !strings.Contains(answer, notChecked) {
 			t.Errorf("before the names are read: %d %s; want 503 %q", code, answer, notChecked)
 		}
 		poll.Until(t, "a warning saying what to grant", func() bool {
 			return strings.Contains(s.logs.String(), "the user kplug-signature-proxy, which the proxy asserts in X-Remote-User with its front-proxy client certificate, may not get ConfigMap kube-system/extension-apiserver-authentication: bind it to the Role extension-apiserver-authentication-reader in kube-system (docs/signature-proxy-rbac.yaml)")
 		})
-		if code, answer := s.send(t, key, leaf, f.now); code != http.StatusServiceUnavailable || !strings.Contains(answer, notChecked) {
+		if code, answer := s.send(t, key, leaf, time.Now()); code != http.StatusServiceUnavailable || !strings.Contains(answer, notChecked) {
 			t.Errorf("while the names cannot be read: %d %s; want 503 %q", code, answer, notChecked)
 		}
 		forbidden.Store(false)
@@ -173,7 +173,7 @@ func TestSecurityProxyChecksRequestHeaderNames(t *testing.T) {
 		names.Group = []string{"X-Remote-Group", "X-Forwarded-Groups"}
 		s := serveProxy(t, f, ProxyOptions{Client: fake.NewClientset(wider), Headers: names})
 		poll.Until(t, "the proxy to forward", func() bool {
-			code, _ := s.send(t, key, leaf, f.now)
+			code, _ := s.send(t, key, leaf, time.Now())
 			return code == http.StatusOK
 		})
 		got := s.up.requests()
@@ -202,7 +202,7 @@ func TestProxyKeepsForwardingWhileKubeAPIServerStarts(t *testing.T) {
 	})
 	s := serveProxy(t, f, ProxyOptions{Client: client})
 	poll.Until(t, "the proxy to forward", func() bool {
-		code, _ := s.send(t, key, leaf, f.now)
+		code, _ := s.send(t, key, leaf, time.Now())
 		return code == http.StatusOK
 	})
 
@@ -211,13 +211,13 @@ func TestProxyKeepsForwardingWhileKubeAPIServerStarts(t *testing.T) {
 	poll.Until(t, "a warning that kube-apiserver is starting", func() bool {
 		return strings.Contains(s.logs.String(), "kube-apiserver is starting (its /readyz is not ok)")
 	})
-	if code, answer := s.send(t, key, leaf, f.now); code != http.StatusOK {
+	if code, answer := s.send(t, key, leaf, time.Now()); code != http.StatusOK {
 		t.Errorf("while kube-apiserver starts: %d %s; want 200", code, answer)
 	}
 
 	s.up.notReady.Store(false)
 	poll.Until(t, "503 once a ready kube-apiserver refuses the reading", func() bool {
-		code, _ := s.send(t, key, leaf, f.now)
+		code, _ := s.send(t, key, leaf, time.Now())
 		return code == http.StatusServiceUnavailable
 	})
 }
