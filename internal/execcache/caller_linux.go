@@ -26,6 +26,12 @@ func readCaller(pid int) (args, env []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(cmdline) == 0 {
+		// A program has at least one argument (the kernel adds an empty one when
+		// execve gets none); none means a zombie, or a process between execve and its
+		// new program's first instruction, whose environ reads empty too.
+		return nil, nil, errors.New("it has no command line: it is exiting, or starting a program")
+	}
 	environ, err := os.ReadFile(dir + "/environ") //nolint:gosec // /proc/<pid>, a number
 	if err != nil {
 		return nil, nil, err

@@ -4,7 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/kplug/kplug/internal/poll"
 )
 
 // CallerOf reads the environment and arguments a process started with, and not a
@@ -16,6 +20,7 @@ func TestCallerOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitExeced(t, cmd.Process.Pid)
 	c := CallerOf(cmd.Process.Pid)
 	if !c.Known() || !slices.Equal(c.Environ, cmd.Env) || !slices.Equal(c.Args, []string{"/bin/sh", "-c", "sleep 60; :", "sh", "--kuberc=x"}) || c.kubercFlag() != "x" {
 		t.Fatalf("CallerOf = %+v", c)
@@ -57,6 +62,7 @@ func TestSecurityCallerSkipsExecPlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitExeced(t, cmd.Process.Pid)
 	c := CallerOf(cmd.Process.Pid)
 	self, err := os.ReadFile("/proc/self/cmdline")
 	if err != nil {
@@ -65,6 +71,39 @@ func TestSecurityCallerSkipsExecPlugins(t *testing.T) {
 	if !c.Known() || slices.Contains(c.Environ, "PATH=/attacker/bin") || !slices.Equal(c.Args, splitNUL(self)) {
 		t.Fatalf("CallerOf(a plugin) = %+v, want this test process, its parent", c)
 	}
+}
+
+// waitExeced waits until pid's new program has its arguments in place. cmd.Start returns
+// once execve has replaced the child's memory, which is before the kernel has written the
+// new program's arguments and environment into it: until then both read empty.
+func waitExeced(t *testing.T, pid int) {
+	t.Helper()
+	poll.Until(t, "the child's command line", func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return err == nil && len(b) > 0
+	})
+}
+
+// A process caught between execve and its new program has no arguments and no
+// environment yet; it reads as unknown, never as a client with an empty environment. The
+// window is short, so the test starts processes until it has read one inside it.
+func TestCallerOfNoCommandLine(t *testing.T) {
+	inside := 0
+	for range 200 {
+		cmd := exec.CommandContext(t.Context(), "/bin/true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := CallerOf(cmd.Process.Pid)
+		_ = cmd.Wait()
+		if c.Known() && len(c.Args) == 0 {
+			t.Fatalf("CallerOf(a process starting a program) = %+v, want unknown", c)
+		}
+		if c.Err != nil && strings.Contains(c.Err.Error(), "no command line") {
+			inside++
+		}
+	}
+	t.Logf("%d of 200 reads fell between execve and the program", inside)
 }
 
 // An empty argument is an argument: kubectl --kuberc "" get ns.
