@@ -17,8 +17,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/transport"
 
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // The benchmarks run kplug and client-go's exec authenticator (the code kplug replaces)

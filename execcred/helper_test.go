@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kplug/kplug/execplugin"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // The test binary, re-executed, is the fake plugin of these tests (internal/exectest).

@@ -25,9 +25,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/httpsigtest"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/httpsigtest"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 const testAudience = "https://k.example"
@@ -345,7 +345,7 @@ func TestLinksNoPKCS11(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if strings.Contains(dep, "crypto11") || strings.Contains(dep, "pkcs11") || dep == "github.com/kplug/kplug/execproxy/modify" {
+		if strings.Contains(dep, "crypto11") || strings.Contains(dep, "pkcs11") || dep == "github.com/kplug/kplug/keys" {
 			t.Errorf("execcred links %s", dep)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // These tests use client-go itself as the oracle: the same kubeconfig and the same fake

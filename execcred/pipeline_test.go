@@ -15,9 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kplug/kplug/execplugin"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testlog"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testlog"
 )
 
 func TestCachedUntilStrictlyAfterExpiry(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred/kuberc"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 const policyMetricHeader = `

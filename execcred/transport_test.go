@@ -20,7 +20,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execplugin"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // authServer accepts only the current token and echoes the request body.

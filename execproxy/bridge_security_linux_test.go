@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execproxy"
-	"github.com/kplug/kplug/internal/localuser"
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/localuser"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 // deadBridge returns a bridge whose proxy is gone, and a count of the plugin runs it

@@ -10,7 +10,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/execcred/wire"
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // SocketPath returns the socket of a proxy answer (unix:///path → /path).
@@ -31,7 +32,7 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 	c := rest.AnonymousClientConfig(cfg) // no credentials of the API server's reach the proxy hop
 	c.Impersonate = cfg.Impersonate
 	c.TLSClientConfig = rest.TLSClientConfig{
-		ServerName: server.ServerName,
+		ServerName: wire.ProxyServerName,
 		CAData:     cred.Proxy.CertificateAuthorityData,
 		CertData:   certPEM,
 		KeyData:    keyPEM,
@@ -39,7 +40,7 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 	c.Dial = b.DialContext
 	c.Proxy = func(req *http.Request) (*url.URL, error) {
 		// client-go's SPDY and WebSocket dialers set the upgrade headers before they ask.
-		if server.IsUpgrade(req) {
+		if reverseproxy.IsUpgrade(req) {
 			return b.ProxyURL(), nil
 		}
 		return nil, nil
@@ -56,7 +57,7 @@ func Kubeconfig(cfg *rest.Config, cred *execcred.Credential, b *Bridge) *clientc
 	kc := clientcmdapi.NewConfig()
 	cluster := clientcmdapi.NewCluster()
 	cluster.Server = cfg.Host
-	cluster.TLSServerName = server.ServerName
+	cluster.TLSServerName = wire.ProxyServerName
 	cluster.CertificateAuthorityData = cred.Proxy.CertificateAuthorityData
 	cluster.ProxyURL = b.ProxyURL().String()
 	kc.Clusters["exec-proxy"] = cluster

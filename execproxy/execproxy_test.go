@@ -33,9 +33,10 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // dialAsEnv makes the test binary try to connect to the unix socket it names and print the
@@ -403,7 +404,7 @@ func proxyTLS(t *testing.T, cred *execcred.Credential) *tls.Config {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cred.Proxy.CertificateAuthorityData)
-	return &tls.Config{RootCAs: pool, ServerName: server.ServerName, Certificates: []tls.Certificate{*cred.Certificate}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
+	return &tls.Config{RootCAs: pool, ServerName: wire.ProxyServerName, Certificates: []tls.Certificate{*cred.Certificate}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
 }
 
 // connectEnv makes the test binary send a CONNECT request to the bridge at the address it

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
-	"github.com/kplug/kplug/internal/localuser"
+	"github.com/kplug/kplug/internal/testkit/localuser"
 )
 
 // Issue 12 suspicion (removeStaleSockets): a live proxy's socket was removed when a

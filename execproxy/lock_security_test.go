@@ -26,7 +26,7 @@ import (
 	"github.com/kplug/kplug/execcred/plugin"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // reportLockFDs is the fake plugin behaviour "lock-fds" (internal/exectest): an exec plugin

@@ -39,7 +39,7 @@ func TestCloseIdleConnectionsRenewsThePool(t *testing.T) {
 	up.StartTLS()
 	t.Cleanup(up.Close)
 	renew := make(chan struct{})
-	r := serve(t, up, func(o *server.Options) { o.CloseIdleConnections = renew })
+	r := serve(t, up, func(o *server.Options) { o.RenewConnections = renew })
 	t.Cleanup(func() { close(renew) })
 	c, _ := client(t, r, up.URL)
 

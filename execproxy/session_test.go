@@ -23,9 +23,9 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execproxy"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // execConfig is a kubeconfig exec block that runs the fake plugin p.

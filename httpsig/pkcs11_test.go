@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/softhsm"
+	"github.com/kplug/kplug/internal/testkit/softhsm"
+	"github.com/kplug/kplug/keys"
 )
 
 // TestPKCS11Keys signs with keys that never leave a SoftHSM2 token: ECDSA P-256, whose
@@ -23,7 +23,7 @@ func TestPKCS11Keys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			key, closer, err := modify.OpenSigningKey(tok.URI("key-"+tc.kind, pinFile), modify.KeyOptions{})
+			key, closer, err := keys.OpenSigner(tok.URI("key-"+tc.kind, pinFile), keys.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

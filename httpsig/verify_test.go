@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 const audience = "https://cluster.example"

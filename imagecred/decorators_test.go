@@ -14,7 +14,7 @@ import (
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
 	"github.com/kplug/kplug/imagecred/plugin"
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 // recorder is an in-process plugin that answers with resp and records its requests.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/internal/diskstore"
-	"github.com/kplug/kplug/internal/localuser"
+	"github.com/kplug/kplug/internal/testkit/localuser"
 )
 
 // Issue 12 suspicion (confirmed): cache directories were checked for mode but not owner, so a directory another user created first was used.

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // fixture is a bin directory of fake plugins, a clock, a metrics registry and fake

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/imagecred/plugin"
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 type lookupResult struct {

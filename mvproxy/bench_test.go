@@ -6,8 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // BenchmarkMergedDiscovery builds the merged /apis document of 3 servers with 100 groups

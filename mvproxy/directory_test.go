@@ -5,7 +5,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 )
 
 func TestDirectoryPeerLifecycle(t *testing.T) {

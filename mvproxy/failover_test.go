@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 )
 
 // twoCapablePeers is a Handler whose local server lacks batch/v1/jobs and whose two

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // newFilter is the Handler as a filter in a k8s.io/apiserver-style chain: the caller comes

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/mvproxy"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kplug/kplug/internal/metrics"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // Issue 12 finding 3: label values from discovery are capped.

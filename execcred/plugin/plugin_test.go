@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kplug/kplug/execcred/wire"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // TestMain makes the test binary, re-executed, a fake plugin (internal/exectest) whose

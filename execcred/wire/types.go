@@ -62,7 +62,12 @@ type Status struct {
 // statusFields are the status fields Status knows.
 var statusFields = []string{"expirationTimestamp", "token", "clientCertificateData", "clientKeyData", "proxyConfig", "httpSignature"}
 
-// ProxyConfig says where an exec proxy listens and how to trust it.
+// ProxyServerName is the name an exec proxy's serving certificate carries and its client
+// verifies: a unix socket URL has no host name to check the certificate against.
+const ProxyServerName = "kplug-exec-proxy"
+
+// ProxyConfig says where an exec proxy listens and how to trust it: its certificate is
+// issued by CertificateAuthorityData for ProxyServerName.
 type ProxyConfig struct {
 	URL                      string `json:"url"` // unix:///absolute/path.sock
 	CertificateAuthorityData []byte `json:"certificate-authority-data"`

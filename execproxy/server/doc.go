@@ -21,6 +21,6 @@
 // SIGKILL) or after Options.IdleTimeout without connections, and an
 // httputil.ReverseProxy upstream that sends upgrades (exec, attach, port-forward) over
 // HTTP/1.1 and streams watches at once. Options.ModifyRequest and GetClientCertificate
-// are where a plugin plugs in; execproxy/modify has the signers and the hardware-backed
-// client certificate kplug's own plugin uses. The client side is package execproxy.
+// are where a plugin plugs in; execproxy/sigv4 and httpsig have the signers, and package keys
+// the hardware-backed client certificate, that kplug's own plugin uses. The client side is package execproxy.
 package server

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
 )
@@ -125,7 +126,7 @@ func hopClient(s *execcred.Status) (*http.Client, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		},
 		TLSClientConfig: &tls.Config{
-			RootCAs: roots, ServerName: server.ServerName, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+			RootCAs: roots, ServerName: wire.ProxyServerName, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
 		},
 	}}, nil
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,8 +33,8 @@ func newHandler(o Options, hijackedClosed func(net.Conn)) (http.Handler, error) 
 	}
 	ua := &upgradeAware{upgrades: upgrades, modify: o.ModifyRequest}
 	ua.streams.Store(streams)
-	if o.CloseIdleConnections != nil {
-		go ua.renewOn(o.CloseIdleConnections)
+	if o.RenewConnections != nil {
+		go ua.renewOn(o.RenewConnections)
 	}
 	m := o.Metrics
 	rp := &httputil.ReverseProxy{
@@ -110,7 +109,7 @@ func upstreamTransports(o Options) (streams, upgrades *http.Transport, err error
 		TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32,
 		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
-	if o.CloseIdleConnections != nil {
+	if o.RenewConnections != nil {
 		// A retired transport's connections close once their last stream has been idle this long.
 		streams.IdleConnTimeout = 90 * time.Second
 	}
@@ -152,7 +151,7 @@ func (u *upgradeAware) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("modifying the request: %w", err)
 		}
 	}
-	if !IsUpgrade(req) {
+	if !reverseproxy.IsUpgrade(req) {
 		return u.streams.Load().RoundTrip(req)
 	}
 	resp, err := u.upgrades.RoundTrip(req)
@@ -240,17 +239,4 @@ func (c *clientEnd) Read(b []byte) (int, error) {
 		c.pair.closeBackend()
 	}
 	return n, err
-}
-
-// IsUpgrade reports whether req asks to switch protocols (SPDY, WebSocket): its Connection
-// header has the token "upgrade". Such requests go upstream over HTTP/1.1.
-func IsUpgrade(req *http.Request) bool {
-	for _, v := range req.Header.Values("Connection") {
-		for _, token := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
 }

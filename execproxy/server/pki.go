@@ -16,12 +16,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/privdir"
 )
-
-// ServerName is the name in the proxy's serving certificate; clients verify it, as a
-// unix socket URL has no host name.
-const ServerName = "kplug-exec-proxy"
 
 // identity is the proxy's trust material: an ephemeral CA, the serving certificate it
 // issued, and the client certificate handed to the client for the hop to the proxy.
@@ -129,7 +126,7 @@ func newIdentity() (*identity, error) {
 		return pemBlock("CERTIFICATE", der), pemBlock("EC PRIVATE KEY", kder), nil
 	}
 	id := &identity{CAPEM: pemBlock("CERTIFICATE", caDER)}
-	if id.ServerCert, id.ServerKey, err = issue(ServerName, x509.ExtKeyUsageServerAuth, []string{ServerName}); err != nil {
+	if id.ServerCert, id.ServerKey, err = issue(wire.ProxyServerName, x509.ExtKeyUsageServerAuth, []string{wire.ProxyServerName}); err != nil {
 		return nil, err
 	}
 	if id.ClientCert, id.ClientKey, err = issue("kplug exec proxy client", x509.ExtKeyUsageClientAuth, nil); err != nil {

@@ -37,13 +37,11 @@ type Func func(ctx context.Context, req *Request) (opts *Options, release func()
 
 // Request is what the client asked of the plugin, and in what process the plugin runs.
 type Request struct {
-	// Info is the client's KUBERNETES_EXEC_INFO: the version to answer in, and the cluster
-	// to forward to.
+	// Info is the client's KUBERNETES_EXEC_INFO: the version to answer in, the cluster to
+	// forward to, and Info.LockFilePath, the file the client holds locked for as long as it
+	// lives. That is empty when the client does not support exec proxies; Run then refuses
+	// the request once the Func has checked the plugin's arguments.
 	Info *plugin.Info
-	// LockFilePath is the client's spec.lockFilePath, which it holds locked for as long as
-	// it lives. It is empty when the client does not support exec proxies; Run then
-	// refuses the request once the Func has checked the plugin's arguments.
-	LockFilePath string
 	// Args are the plugin's arguments. In a daemon they are its launcher's, read from
 	// stdin, never from the daemon's own command line; read them from here, not os.Args.
 	Args []string
@@ -109,7 +107,7 @@ func Run(ctx context.Context, f Func, p Process) error {
 		return err
 	}
 	req.Args = p.Args
-	req.Serving = (p.Daemon || p.DaemonArgs == nil) && req.LockFilePath != ""
+	req.Serving = (p.Daemon || p.DaemonArgs == nil) && req.Info.LockFilePath != ""
 
 	optsCtx, cancel := context.WithCancel(ctx)
 	o, release, err := f(optsCtx, req)
@@ -127,25 +125,25 @@ func Run(ctx context.Context, f Func, p Process) error {
 		// The options were only checked. They are released before a daemon starts, which
 		// may need what they hold (a token that admits one session at a time).
 		stop()
-		if req.LockFilePath == "" {
+		if req.Info.LockFilePath == "" {
 			return errNoLock
 		}
-		return launch(ctx, p, req.LockFilePath)
+		return launch(ctx, p, req.Info.LockFilePath)
 	}
 	defer stop()
 	var so Options
 	if o != nil {
 		so = *o
 	}
-	so.LockFilePath = req.LockFilePath
+	so.LockFilePath = req.Info.LockFilePath
 	if so.Upstream == nil {
 		so.Upstream = upstream
 	}
 	if so.IdentityFile == "" {
-		so.IdentityFile = req.LockFilePath + ".identity"
+		so.IdentityFile = req.Info.LockFilePath + ".identity"
 	}
 	if so.SocketDir == "" {
-		so.SocketDir = filepath.Dir(req.LockFilePath)
+		so.SocketDir = filepath.Dir(req.Info.LockFilePath)
 	}
 	so.Ready = func(s *execcred.Status) {
 		// The answer is the only thing this process writes to stdout; closing stdout tells
@@ -169,18 +167,7 @@ func readRequest(execInfo string) (*Request, *rest.Config, error) {
 		return nil, nil, err
 	}
 	req := &Request{Info: info}
-	if execInfo != "" {
-		// plugin.Info does not carry the exec proxy extension; LoadInfo has checked the
-		// document, so this decode cannot fail.
-		var in struct {
-			Spec struct {
-				LockFilePath string `json:"lockFilePath"`
-			} `json:"spec"`
-		}
-		_ = json.Unmarshal([]byte(execInfo), &in)
-		req.LockFilePath = in.Spec.LockFilePath
-	}
-	if req.LockFilePath == "" {
+	if info.LockFilePath == "" {
 		return req, nil, nil
 	}
 	upstream, err := execcred.ClusterConfig(info)

@@ -24,8 +24,8 @@ import (
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 func TestMain(m *testing.M) {

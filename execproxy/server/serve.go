@@ -53,11 +53,11 @@ type Options struct {
 	// ClientSessionCache, if set, lets connections to the API server resume TLS sessions,
 	// so that a hardware-held client key signs once per full handshake, not per connection.
 	ClientSessionCache tls.ClientSessionCache
-	// CloseIdleConnections, if set, retires the pool of connections to the API server on
-	// each receive, so that later requests open new connections, e.g. with a rotated client
-	// certificate; requests in flight (watches, upgraded streams) finish on the old ones.
-	// The owner closes the channel once Serve has returned.
-	CloseIdleConnections <-chan struct{}
+	// RenewConnections, if set, retires the pool of connections to the API server on each
+	// receive, so that later requests open new connections, e.g. with a rotated client
+	// certificate (keys.ClientCertificate.Watch); requests in flight (watches, upgraded
+	// streams) finish on the old ones. The owner closes the channel once Serve has returned.
+	RenewConnections <-chan struct{}
 	// Ready is called once the proxy listens, with the ExecCredential status the plugin
 	// must print (plugin.Write adds apiVersion and kind). Run sets it.
 	Ready func(*execcred.Status)

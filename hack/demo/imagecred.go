@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kplug/kplug/internal/registrytest"
+	"github.com/kplug/kplug/internal/testkit/registrytest"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

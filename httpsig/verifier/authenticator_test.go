@@ -19,7 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // leafFrom issues a signing certificate from ca, valid from notBefore to notAfter.

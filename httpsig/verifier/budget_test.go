@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 // used is the bytes the budget holds.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // indent puts PEM under a YAML block scalar at depth spaces.

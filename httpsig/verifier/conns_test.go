@@ -24,8 +24,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // proxyEnv is a Proxy serving on loopback in front of a recording upstream.

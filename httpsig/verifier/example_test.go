@@ -15,7 +15,7 @@ import (
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/httpsig/verifier"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 func ExampleLoadConfig() {

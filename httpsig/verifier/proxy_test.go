@@ -19,8 +19,8 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 func writeConfig(t *testing.T, path, doc string) {

@@ -20,8 +20,8 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/testlog"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testlog"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // bigNamedLeaf is a self-made certificate of its own key naming ca by its subject key

@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testlog"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testlog"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // published is the ConfigMap in which kube-apiserver publishes its request-header names,

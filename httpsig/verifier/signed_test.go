@@ -18,7 +18,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // roundTripFunc lets a test change a request after it was signed.

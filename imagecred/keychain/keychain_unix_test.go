@@ -26,9 +26,9 @@ import (
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/imagecred/keychain"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/registrytest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/registrytest"
 )
 
 // answer is a provider plugin's answer giving the registry's puller credentials for host,

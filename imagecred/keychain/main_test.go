@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 func TestMain(m *testing.M) {

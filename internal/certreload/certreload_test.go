@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // pair writes a certificate for cn and its key as dir/tls.crt and dir/tls.key.

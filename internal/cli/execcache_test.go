@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 func TestExecCacheUsageErrors(t *testing.T) {

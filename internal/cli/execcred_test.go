@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/internal/execcache"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // kplugEnv makes the test binary kplug itself, so that a kubeconfig's exec block can run

@@ -9,8 +9,8 @@ import (
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/internal/execcache"
+	"github.com/kplug/kplug/keys"
 )
 
 // pluginGuard is the credential plugin policy of the client that runs kplug as its exec
@@ -39,12 +39,12 @@ func pluginGuard(g *globals) (*execcache.Guard, error) {
 // load (module-path= or $KPLUG_PKCS11_MODULE) has passed the client's policy: under a
 // policy that restricts plugins, the module must be given by its absolute path and be on
 // the allowlist, like a plugin.
-func guardedKeyOptions(guard *execcache.Guard, flag, uri string) (modify.KeyOptions, error) {
+func guardedKeyOptions(guard *execcache.Guard, flag, uri string) (keys.Options, error) {
 	ko := keyOptions()
 	if guard == nil || !guard.Restricts() || !strings.HasPrefix(strings.ToLower(uri), "pkcs11:") {
 		return ko, nil
 	}
-	u, err := modify.ParsePKCS11URI("pkcs11:" + uri[len("pkcs11:"):])
+	u, err := keys.ParsePKCS11URI("pkcs11:" + uri[len("pkcs11:"):])
 	if err != nil {
 		return ko, invalidConfig(fmt.Errorf("%s: %w", flag, err))
 	}

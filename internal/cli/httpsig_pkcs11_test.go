@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/httpsigtest"
-	"github.com/kplug/kplug/internal/softhsm"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/httpsigtest"
+	"github.com/kplug/kplug/internal/testkit/softhsm"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // TestRequestSignsWithPKCS11Key: an httpSignature keyFile that is a pkcs11: URI signs on

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/httpsigtest"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/httpsigtest"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 const signingAudience = "https://k.example"

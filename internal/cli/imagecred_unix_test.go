@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 type icFixture struct {

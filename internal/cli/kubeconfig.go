@@ -15,7 +15,7 @@ import (
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/execproxy"
-	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/keys"
 )
 
 // kubeconfigOptions are the flags of commands that act as a client of a kubeconfig context.
@@ -101,7 +101,7 @@ func (o *kubeconfigOptions) signingSource(ctx context.Context, g *globals, cfg *
 	}
 	opts := o.credentialOptions(g, stdinUse)
 	opts.OpenKey = func(uri string) (crypto.Signer, error) {
-		key, closer, err := modify.OpenSigningKey(uri, keyOptions())
+		key, closer, err := keys.OpenSigner(uri, keyOptions())
 		if err == nil {
 			closers = append(closers, closer)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // writeKuberc writes a v1beta1 kuberc with the given policy lines and returns its path.

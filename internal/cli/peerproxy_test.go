@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 func TestPeerproxyInvalidConfigurationExitsTwo(t *testing.T) {

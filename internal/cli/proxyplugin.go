@@ -171,7 +171,7 @@ func (o *proxyPluginOptions) options(ctx context.Context, g *globals, req *serve
 		so.GetClientCertificate = cc.GetClientCertificate
 		so.ClientSessionCache = cc.ClientSessionCache()
 		if req.Serving {
-			so.CloseIdleConnections = cc.Watch(ctx, certCheckInterval)
+			so.RenewConnections = cc.Watch(ctx, certCheckInterval)
 		}
 	}
 	if req.Serving && o.metricsAddr != "" {

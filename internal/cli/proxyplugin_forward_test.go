@@ -28,11 +28,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/sigverify"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/sigverify"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // received is what the stand-in API server of the forwarding tests got: the headers as
@@ -120,7 +121,7 @@ func serveProxyPlugin(t *testing.T, api *httptest.Server, path string, o *proxyP
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(cred.Status.ProxyConfig.CertificateAuthorityData)
-	hop := &tls.Config{RootCAs: roots, ServerName: server.ServerName, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	hop := &tls.Config{RootCAs: roots, ServerName: wire.ProxyServerName, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	socket := strings.TrimPrefix(cred.Status.ProxyConfig.URL, "unix://")
 	// Clients that take a proxy-url (kubectl through kplug run) reach the same socket
 	// through the bridge: a CONNECT, then the same TLS session end to end.

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 // proxyKubeconfig writes a kubeconfig whose user runs this test binary as

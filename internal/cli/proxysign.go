@@ -15,10 +15,11 @@ import (
 	"github.com/aws/smithy-go/aws-http-auth/credentials"
 	"github.com/spf13/pflag"
 
-	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/execproxy/sigv4"
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/execcache"
 	"github.com/kplug/kplug/internal/pemkey"
+	"github.com/kplug/kplug/keys"
 )
 
 // Environment variables of proxy-plugin; the PIN is read here and never logged.
@@ -52,8 +53,8 @@ func (o *signOptions) AddFlags(f *pflag.FlagSet) {
 	o.awsTimeout = 20 * time.Second
 }
 
-func keyOptions() modify.KeyOptions {
-	return modify.KeyOptions{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv)}
+func keyOptions() keys.Options {
+	return keys.Options{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv)}
 }
 
 // signer builds the --sign modifier, checking at start what it needs (credentials, key),
@@ -128,7 +129,7 @@ func (o *signOptions) httpSig(guard *execcache.Guard) (*httpsig.Signer, io.Close
 	if err != nil {
 		return nil, nil, err
 	}
-	signer, closer, err := modify.OpenSigningKey(o.signKey, ko)
+	signer, closer, err := keys.OpenSigner(o.signKey, ko)
 	if err != nil {
 		return nil, nil, invalidConfig(fmt.Errorf("--sign-key: %w", err))
 	}
@@ -156,7 +157,7 @@ func (o *signOptions) sigv4(ctx context.Context, guard *execcache.Guard) (func(*
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, files...)
 	if err != nil {
-		return nil, invalidConfig(fmt.Errorf("sigv4: loading the AWS configuration: %w", modify.RedactAWSError(err)))
+		return nil, invalidConfig(fmt.Errorf("sigv4: loading the AWS configuration: %w", sigv4.RedactError(err)))
 	}
 	region := o.region
 	if region == "" {
@@ -167,9 +168,9 @@ func (o *signOptions) sigv4(ctx context.Context, guard *execcache.Guard) (func(*
 	}
 	provider := aws.NewCredentialsCache(cfg.Credentials)
 	if _, err := provider.Retrieve(ctx); err != nil {
-		return nil, invalidConfig(fmt.Errorf("sigv4: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile in ~/.aws/config or ~/.aws/credentials (%w)", modify.RedactAWSError(err)))
+		return nil, invalidConfig(fmt.Errorf("sigv4: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile in ~/.aws/config or ~/.aws/credentials (%w)", sigv4.RedactError(err)))
 	}
-	sign, err := modify.NewSigV4(modify.SigV4Options{
+	sign, err := sigv4.New(sigv4.Options{
 		Service: o.service,
 		Region:  region,
 		Credentials: func(ctx context.Context) (credentials.Credentials, error) {
@@ -185,16 +186,16 @@ func (o *signOptions) sigv4(ctx context.Context, guard *execcache.Guard) (func(*
 
 // clientCertificate loads --client-cert with the key --client-key names (a file or a
 // pkcs11: URI) and checks them now.
-func clientCertificate(certFile, keyURI string, guard *execcache.Guard, log *slog.Logger) (*modify.ClientCertificate, error) {
+func clientCertificate(certFile, keyURI string, guard *execcache.Guard, log *slog.Logger) (*keys.ClientCertificate, error) {
 	ko, err := guardedKeyOptions(guard, "--client-key", keyURI)
 	if err != nil {
 		return nil, err
 	}
-	ks, err := modify.OpenKey(keyURI, ko)
+	ks, err := keys.Open(keyURI, ko)
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("--client-key: %w", err))
 	}
-	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: ks, Logger: log})
+	cc, err := keys.NewClientCertificate(keys.ClientCertOptions{CertFile: certFile, Key: ks, Logger: log})
 	if err != nil {
 		_ = ks.Close()
 		return nil, invalidConfig(fmt.Errorf("--client-cert: %w", err))

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // TestProxyPluginSigningFlags: flag combinations that cannot work are refused before

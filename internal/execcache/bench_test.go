@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kplug/kplug/execcred/wire"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // BenchmarkRunHit is the wrapper's own work when it serves a stored answer: key, lock,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 // CallerOf reads the environment and arguments a process started with, and not a

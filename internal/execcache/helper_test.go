@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kplug/kplug/execcred/wire"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // wrapperEnv makes the test binary the wrapper itself, as a process of its own, for the

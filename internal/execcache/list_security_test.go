@@ -14,7 +14,7 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execcred/wire"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // secretArgs are plugin arguments as real plugins take secrets (int128/kubelogin,

@@ -3,7 +3,7 @@ package execcache
 import (
 	"testing"
 
-	"github.com/kplug/kplug/internal/keyringtest"
+	"github.com/kplug/kplug/internal/testkit/keyringtest"
 )
 
 // BenchmarkRunHitStorage is BenchmarkRunHit for each storage, side by side: what a warm

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/keyringtest"
 	"github.com/kplug/kplug/internal/oskeyring"
+	"github.com/kplug/kplug/internal/testkit/keyringtest"
 )
 
 // keyringItems lists the items of h's cache directory in the keyring called name, as

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/localuser"
+	"github.com/kplug/kplug/internal/testkit/localuser"
 )
 
 // Issue 12 suspicion (confirmed): cache directories were checked for mode but not owner, so a directory another user created first was used.

@@ -25,9 +25,9 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
-	"github.com/kplug/kplug/internal/keyringtest"
-	"github.com/kplug/kplug/internal/localuser"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/keyringtest"
+	"github.com/kplug/kplug/internal/testkit/localuser"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // helperEnv makes the test binary a helper that does one keyring operation and prints

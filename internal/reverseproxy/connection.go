@@ -30,3 +30,17 @@ func CheckConnection(h http.Header) error {
 	}
 	return nil
 }
+
+// IsUpgrade reports whether req asks to switch protocols (SPDY, WebSocket): its Connection
+// header has the token "upgrade", in any field line and any case. Such requests go upstream
+// over HTTP/1.1, and their bodies are streams.
+func IsUpgrade(req *http.Request) bool {
+	for _, v := range req.Header.Values("Connection") {
+		for token := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 func groupNames(l *apidiscoveryv2.APIGroupDiscoveryList) []string {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 )
 
 // benchGet sends GET url with client until the benchmark ends.

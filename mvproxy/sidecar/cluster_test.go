@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/transport"
 
-	"github.com/kplug/kplug/internal/poll"
 	"github.com/kplug/kplug/internal/reverseproxy"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
 )

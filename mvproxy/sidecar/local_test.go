@@ -7,9 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // Issue 13: LocalCache ran its shared fetch with the first caller's context, so a client

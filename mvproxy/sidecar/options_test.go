@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/mvproxy"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // New refuses a sidecar its peers would refuse, and an Identifier that would let users

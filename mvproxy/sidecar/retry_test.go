@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // answer sends method to url with body (none when empty) and returns the status, whether

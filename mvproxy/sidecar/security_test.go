@@ -33,13 +33,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kplug/kplug/internal/poll"
 	"github.com/kplug/kplug/internal/reverseproxy"
-	"github.com/kplug/kplug/internal/testlog"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testlog"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // roguePeer is a server that a Lease names as a peer: it serves the discovery it is

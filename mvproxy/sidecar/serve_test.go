@@ -10,8 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/poll"
 )
 
 // Serve owns the sidecar's life: it serves clients on its listener, advertises the

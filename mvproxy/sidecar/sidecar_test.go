@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/transport"
 	"k8s.io/utils/ptr"
 
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // Server 0 serves batch/v1 jobs; server 1 serves apps/v1 deployments; both serve pods.

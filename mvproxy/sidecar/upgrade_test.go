@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/discoverytest"
+	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/mvproxy/discovery"
-	"github.com/kplug/kplug/mvproxy/internal/discoverytest"
 )
 
 // restartBackend stops node n's apiserver double and starts another serving doc at the

@@ -18,9 +18,10 @@ import (
 	"github.com/aws/smithy-go/aws-http-auth/credentials"
 	"k8s.io/client-go/rest"
 
-	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/execproxy/sigv4"
+	"github.com/kplug/kplug/internal/testkit/testpki"
+	"github.com/kplug/kplug/keys"
 )
 
 // The use-case benchmarks measure what each exec proxy use case costs per request: no
@@ -50,12 +51,12 @@ func mtlsUpstream(b *testing.B, ca *testpki.CA, closeEach bool) *rest.Config {
 
 // countingKeys counts the private-key operations (token signatures) of the keys it finds.
 type countingKeys struct {
-	modify.KeySource
+	keys.Source
 	n *atomic.Int64
 }
 
 func (c countingKeys) Key(pub crypto.PublicKey) (crypto.Signer, error) {
-	k, err := c.KeySource.Key(pub)
+	k, err := c.Source.Key(pub)
 	return countingSigner{k, c.n}, err
 }
 
@@ -72,11 +73,11 @@ func (s countingSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte
 // withClientKey sets the proxy's upstream client certificate, with the key keyURI names;
 // signs counts the key's signatures.
 func withClientKey(b *testing.B, certFile, keyURI string, resume bool, signs *atomic.Int64) func(*server.Options) {
-	ks, err := modify.OpenKey(keyURI, modify.KeyOptions{})
+	ks, err := keys.Open(keyURI, keys.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: countingKeys{ks, signs}})
+	cc, err := keys.NewClientCertificate(keys.ClientCertOptions{CertFile: certFile, Key: countingKeys{ks, signs}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func BenchmarkExecProxyUseCases(b *testing.B) {
 	closing := mtlsUpstream(b, ca, true)
 	dir := b.TempDir()
 
-	sigv4, err := modify.NewSigV4(modify.SigV4Options{Service: "eks", Region: "eu-west-1",
+	signV4, err := sigv4.New(sigv4.Options{Service: "eks", Region: "eu-west-1",
 		Credentials: func(context.Context) (credentials.Credentials, error) {
 			return credentials.Credentials{AccessKeyID: "AKIDBENCH", SecretAccessKey: "bench-secret"}, nil
 		}})
@@ -121,7 +122,7 @@ func BenchmarkExecProxyUseCases(b *testing.B) {
 	}
 	cases := []useCase{
 		{"no-modifier", pooled, func(*atomic.Int64) func(*server.Options) { return nil }},
-		{"sigv4", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(sigv4) }},
+		{"sigv4", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(signV4) }},
 		{"rfc9421-ed25519", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ed.Sign) }},
 		{"rfc9421-ecdsa-p256", pooled, func(*atomic.Int64) func(*server.Options) { return modifier(ec.Sign) }},
 		{"file-key/new-conn-full-handshake", closing, func(n *atomic.Int64) func(*server.Options) {

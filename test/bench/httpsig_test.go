@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/smithy-go/aws-http-auth/credentials"
 
-	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/execproxy/sigv4"
 	"github.com/kplug/kplug/httpsig"
 )
 
@@ -39,7 +39,7 @@ var benchBody = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench
 // SigV4 (the smithy signer the exec proxy uses), and signed with httpsig in the KEP-6308
 // profile, each without and with a body. docs/benchmarks.md has the ratios.
 func BenchmarkRequestSigning(b *testing.B) {
-	sigv4, err := modify.NewSigV4(modify.SigV4Options{Service: "eks", Region: "eu-west-1",
+	signV4, err := sigv4.New(sigv4.Options{Service: "eks", Region: "eu-west-1",
 		Credentials: func(context.Context) (credentials.Credentials, error) {
 			return credentials.Credentials{AccessKeyID: "AKIDBENCH", SecretAccessKey: "bench-secret"}, nil
 		}})
@@ -53,7 +53,7 @@ func BenchmarkRequestSigning(b *testing.B) {
 		sign func(*http.Request) error
 	}{
 		{"unsigned", nil},
-		{"sigv4", sigv4},
+		{"sigv4", signV4},
 		{"httpsig-ecdsa-p256", benchSigner(b, ecKey).Sign},
 		{"httpsig-ed25519", benchSigner(b, edKey).Sign},
 	}

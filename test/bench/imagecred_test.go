@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/imagecred"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/credentialprovider"
 	kubeletplugin "k8s.io/kubernetes/pkg/credentialprovider/plugin"

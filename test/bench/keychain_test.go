@@ -23,8 +23,8 @@ import (
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/imagecred/keychain"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/registrytest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/registrytest"
 )
 
 // pullFixture is a registry that wants a password, holding one small image (2 layers of

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/internal/softhsm"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/softhsm"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // pkcs11Key generates an ECDSA P-256 key on a fresh SoftHSM2 token and issues a

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 func pkcs11Key(*testing.B, *testpki.CA, string) (string, string, error) {

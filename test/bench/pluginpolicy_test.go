@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/transport"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // okTransport answers every request with 200, so that only the credential can fail.

@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/internal/cli"
-	"github.com/kplug/kplug/internal/testlog"
+	"github.com/kplug/kplug/internal/testkit/testlog"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/test/e2e/framework"
 )

@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kplug/kplug/internal/localuser"
+	"github.com/kplug/kplug/internal/testkit/localuser"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/internal/softhsm"
+	"github.com/kplug/kplug/internal/testkit/softhsm"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kplug/kplug/internal/softhsm"
+	"github.com/kplug/kplug/internal/testkit/softhsm"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

@@ -17,7 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/localuser"
+	"github.com/kplug/kplug/internal/testkit/localuser"
 )
 
 // Issue 12 finding 1: with XDG_RUNTIME_DIR unset, the exec proxy client used

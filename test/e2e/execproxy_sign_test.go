@@ -23,7 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/sigverify"
+	"github.com/kplug/kplug/internal/testkit/sigverify"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

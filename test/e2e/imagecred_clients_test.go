@@ -15,7 +15,7 @@ import (
 	"github.com/docker/docker-credential-helpers/client"
 	"github.com/docker/docker-credential-helpers/credentials"
 
-	"github.com/kplug/kplug/internal/registrytest"
+	"github.com/kplug/kplug/internal/testkit/registrytest"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

@@ -18,8 +18,8 @@ import (
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
 	"github.com/kplug/kplug/imagecred"
-	"github.com/kplug/kplug/internal/exectest"
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

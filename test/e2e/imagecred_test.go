@@ -24,7 +24,7 @@ import (
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/internal/cli"
-	"github.com/kplug/kplug/internal/registrytest"
+	"github.com/kplug/kplug/internal/testkit/registrytest"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/transport"
 
 	"github.com/kplug/kplug/internal/cli"
-	"github.com/kplug/kplug/internal/testlog"
+	"github.com/kplug/kplug/internal/testkit/testlog"
 	"github.com/kplug/kplug/mvproxy/discovery"
 	"github.com/kplug/kplug/test/e2e/framework"
 )

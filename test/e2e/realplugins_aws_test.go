@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

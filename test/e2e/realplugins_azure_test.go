@@ -21,8 +21,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

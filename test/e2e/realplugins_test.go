@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/execcred"
-	"github.com/kplug/kplug/internal/exectest"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

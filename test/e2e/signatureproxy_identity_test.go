@@ -20,7 +20,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/poll"
+	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

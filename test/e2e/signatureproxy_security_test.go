@@ -29,8 +29,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testlog"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testlog"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 

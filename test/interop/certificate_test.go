@@ -17,7 +17,7 @@ import (
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/httpsig/verifier"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // signingCA is a signing CA and a leaf under it, for a key, in the certificate form of

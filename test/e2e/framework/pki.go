@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
-// CA is the test PKI's certificate authority (internal/testpki): certificates are issued
+// CA is the test PKI's certificate authority (internal/testkit/testpki): certificates are issued
 // with its methods and written into the PKI directory.
 type CA = testpki.CA
 

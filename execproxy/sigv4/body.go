@@ -1,4 +1,4 @@
-package modify
+package sigv4
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/kplug/kplug/execproxy/server"
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // MaxSignedBody is the largest request body a signer reads to hash; the API server refuses
@@ -43,7 +43,7 @@ func bufferBody(req *http.Request) ([]byte, bool, error) {
 // isStream reports whether req opens a long-lived stream: a protocol upgrade (exec,
 // attach, port-forward), a watch, or a followed log.
 func isStream(req *http.Request) bool {
-	if server.IsUpgrade(req) {
+	if reverseproxy.IsUpgrade(req) {
 		return true
 	}
 	q := req.URL.Query()

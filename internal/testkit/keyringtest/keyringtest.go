@@ -20,8 +20,8 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
-	"github.com/kplug/kplug/internal/poll"
-	"github.com/kplug/kplug/internal/testlog"
+	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/testlog"
 )
 
 // RequireEnv names the variable that turns a missing tool into a failure instead of a

@@ -1,4 +1,4 @@
-package modify
+package sigv4
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 // parse has the whole output in its error.
 var awsSecret = regexp.MustCompile(`(?i)("?(?:aws_)?(?:secret_?access_?key|session_?token)"?\s*[:=]\s*)("[^"]*"|[^\s,}"]+)`)
 
-// RedactAWSError returns err with the values of AWS secret keys and session tokens in its
+// RedactError returns err with the values of AWS secret keys and session tokens in its
 // message replaced, so that it can be printed and logged. A nil err stays nil.
-func RedactAWSError(err error) error {
+func RedactError(err error) error {
 	if err == nil {
 		return nil
 	}

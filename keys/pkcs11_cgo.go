@@ -1,6 +1,6 @@
 //go:build cgo
 
-package modify
+package keys
 
 import (
 	"crypto"
@@ -21,7 +21,7 @@ type pkcs11Key struct {
 	ctx *crypto11.Context
 }
 
-func openPKCS11(u *PKCS11URI, o KeyOptions) (KeySource, error) {
+func openPKCS11(u *PKCS11URI, o Options) (Source, error) {
 	module := u.ModulePath
 	if module == "" {
 		module = o.PKCS11Module

@@ -1,4 +1,4 @@
-package modify
+package keys
 
 import (
 	"context"
@@ -20,8 +20,8 @@ type ClientCertOptions struct {
 	// CertFile is the PEM certificate, optionally followed by its intermediates. Empty
 	// means the certificate object stored on the PKCS#11 token under the key's label.
 	CertFile string
-	// Key finds the certificate's private key (OpenKey). Required; closed by Close.
-	Key KeySource
+	// Key finds the certificate's private key (Open). Required; closed by Close.
+	Key Source
 	// Now is the clock for validity checks; nil means time.Now.
 	Now func() time.Time
 	// Logger hears about rotations and about replacement certificates that are refused;

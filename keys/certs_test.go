@@ -1,4 +1,4 @@
-package modify_test
+package keys_test
 
 import (
 	"crypto"
@@ -11,12 +11,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/execproxy/modify"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
+	"github.com/kplug/kplug/keys"
 )
 
 // issued names the certificates issued, so that no two share a file in the CA's directory.
@@ -66,12 +67,12 @@ func writeFile(t testing.TB, path string, b []byte) {
 // counting counts the signatures its keys make: each is a private-key operation that a
 // hardware token would perform.
 type counting struct {
-	modify.KeySource
+	keys.Source
 	n *atomic.Int64
 }
 
 func (c counting) Key(pub crypto.PublicKey) (crypto.Signer, error) {
-	k, err := c.KeySource.Key(pub)
+	k, err := c.Source.Key(pub)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func mtlsServer(t testing.TB, ca *testpki.CA, maxVersion uint16, next <-chan str
 
 // mtlsClient authenticates with cc and opens a new connection for every request, with
 // TLS session resumption if resume is set.
-func mtlsClient(srv *httptest.Server, cc *modify.ClientCertificate, resume bool) *http.Client {
+func mtlsClient(srv *httptest.Server, cc *keys.ClientCertificate, resume bool) *http.Client {
 	cfg := &tls.Config{RootCAs: x509.NewCertPool(), GetClientCertificate: cc.GetClientCertificate}
 	cfg.RootCAs.AddCert(srv.Certificate())
 	if resume {
@@ -145,4 +146,27 @@ func filePair(t testing.TB, dir, name string, ca *testpki.CA, cn string, key cry
 	writeFile(t, keyFile, keyPEM(t, key))
 	writeFile(t, certFile, issueNow(t, ca, cn, key.Public()))
 	return certFile, keyFile
+}
+
+// send makes one request through c and returns the verifier's verdict.
+func send(t *testing.T, c *http.Client, method, url string, body string, header http.Header) (string, error) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b)), nil
 }

@@ -1,4 +1,4 @@
-package modify_test
+package sigv4_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go/aws-http-auth/credentials"
 
-	"github.com/kplug/kplug/execproxy/modify"
-	"github.com/kplug/kplug/internal/sigverify"
+	"github.com/kplug/kplug/execproxy/sigv4"
+	"github.com/kplug/kplug/internal/testkit/sigverify"
 )
 
 var testCreds = credentials.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "test-secret", SessionToken: "test-session"}
@@ -28,7 +28,7 @@ func verifySigV4(r *http.Request, body []byte) error {
 
 func sigv4Client(t *testing.T, tamper func(*http.Request)) *http.Client {
 	t.Helper()
-	sign, err := modify.NewSigV4(modify.SigV4Options{
+	sign, err := sigv4.New(sigv4.Options{
 		Service: "eks", Region: "eu-west-1",
 		Credentials: func(context.Context) (credentials.Credentials, error) { return testCreds, nil },
 	})
@@ -100,15 +100,15 @@ func TestSigV4RefusesToReplaceAuthorization(t *testing.T) {
 func TestSigV4Options(t *testing.T) {
 	creds := func(context.Context) (credentials.Credentials, error) { return testCreds, nil }
 	for _, tt := range []struct {
-		o    modify.SigV4Options
+		o    sigv4.Options
 		want string
 	}{
-		{modify.SigV4Options{Region: "r", Credentials: creds}, "sigv4: no service name to sign for"},
-		{modify.SigV4Options{Service: "s", Credentials: creds}, "sigv4: no region to sign for"},
-		{modify.SigV4Options{Service: "s", Region: "r"}, "sigv4: no credentials"},
+		{sigv4.Options{Region: "r", Credentials: creds}, "sigv4: no service name to sign for"},
+		{sigv4.Options{Service: "s", Credentials: creds}, "sigv4: no region to sign for"},
+		{sigv4.Options{Service: "s", Region: "r"}, "sigv4: no credentials"},
 	} {
-		if _, err := modify.NewSigV4(tt.o); err == nil || err.Error() != tt.want {
-			t.Errorf("NewSigV4(%+v) = %v, want %q", tt.o, err, tt.want)
+		if _, err := sigv4.New(tt.o); err == nil || err.Error() != tt.want {
+			t.Errorf("New(%+v) = %v, want %q", tt.o, err, tt.want)
 		}
 	}
 }
@@ -119,15 +119,15 @@ func TestRedactAWSError(t *testing.T) {
 		"failed to load profile: aws_access_key_id = AKIDEXAMPLE\naws_secret_access_key = TOPSECRET/KEY+1\naws_session_token=SESSIONTOK",
 		"{AccessKeyID:AKIDEXAMPLE SecretAccessKey:TOPSECRET/KEY+1 SessionToken:SESSIONTOK}",
 	} {
-		got := modify.RedactAWSError(errors.New(msg)).Error()
+		got := sigv4.RedactError(errors.New(msg)).Error()
 		if strings.Contains(got, "TOPSECRET") || strings.Contains(got, "SESSIONTOK") {
 			t.Errorf("a secret is left in %q", got)
 		}
 		if !strings.Contains(got, "<redacted>") || !strings.Contains(got, "AKIDEXAMPLE") {
-			t.Errorf("RedactAWSError(%q) = %q: want the secrets redacted and the rest kept", msg, got)
+			t.Errorf("RedactError(%q) = %q: want the secrets redacted and the rest kept", msg, got)
 		}
 	}
-	if modify.RedactAWSError(nil) != nil {
-		t.Error("RedactAWSError(nil) is not nil")
+	if sigv4.RedactError(nil) != nil {
+		t.Error("RedactError(nil) is not nil")
 	}
 }

@@ -1,4 +1,4 @@
-package modify_test
+package sigv4_test
 
 import (
 	"io"

@@ -62,7 +62,7 @@ func NewToken(dir, label, pin string) (*Token, error) {
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("softhsm2-util", "--init-token", "--free", "--label", label, "--pin", pin, "--so-pin", pin+"-so") //nolint:gosec,noctx // test setup
+	cmd := exec.Command("softhsm2-util", "--init-token", "--free", "--label", label, "--pin", pin, "--so-pin", pin+"-so") //nolint:noctx // test setup
 	cmd.Env = append(os.Environ(), ConfEnv+"="+conf)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("softhsm2-util --init-token: %w: %s", err, out)

@@ -1,4 +1,4 @@
-package modify_test
+package keys_test
 
 import (
 	"bufio"
@@ -16,20 +16,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplug/kplug/execproxy/modify"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
+	"github.com/kplug/kplug/keys"
 )
 
-func newClientCert(t testing.TB, certFile, keyURI string, n *atomic.Int64) *modify.ClientCertificate {
+func newClientCert(t testing.TB, certFile, keyURI string, n *atomic.Int64) *keys.ClientCertificate {
 	t.Helper()
-	ks, err := modify.OpenKey(keyURI, modify.KeyOptions{})
+	ks, err := keys.Open(keyURI, keys.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != nil {
 		ks = counting{ks, n}
 	}
-	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: ks})
+	cc, err := keys.NewClientCertificate(keys.ClientCertOptions{CertFile: certFile, Key: ks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +150,11 @@ func TestUnusableReplacementKeepsCurrentCertificate(t *testing.T) {
 	key1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	certFile, keyFile := filePair(t, dir, "client", ca, "alice-1", key1)
 	now := time.Now()
-	ks, err := modify.OpenKey(keyFile, modify.KeyOptions{})
+	ks, err := keys.Open(keyFile, keys.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: ks, Now: func() time.Time { return now }})
+	cc, err := keys.NewClientCertificate(keys.ClientCertOptions{CertFile: certFile, Key: ks, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,28 +203,28 @@ func TestClientCertificateBadInput(t *testing.T) {
 			"the key is encrypted"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ks, err := modify.OpenKey(tt.key, modify.KeyOptions{})
+			ks, err := keys.Open(tt.key, keys.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = modify.NewClientCertificate(modify.ClientCertOptions{CertFile: tt.cert, Key: ks})
+			_, err = keys.NewClientCertificate(keys.ClientCertOptions{CertFile: tt.cert, Key: ks})
 			prefix := "client certificate " + tt.cert + ": "
 			if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v\nwant %q then %q", err, prefix, tt.want)
 			}
 		})
 	}
-	if _, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: filepath.Join(dir, "none.crt"), Key: nil}); err == nil {
+	if _, err := keys.NewClientCertificate(keys.ClientCertOptions{CertFile: filepath.Join(dir, "none.crt"), Key: nil}); err == nil {
 		t.Error("no key: no error")
 	}
-	if _, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: filepath.Join(dir, "none.crt"), Key: mustOpen(t, ecKey)}); err == nil || !strings.HasSuffix(err.Error(), "none.crt: no such file or directory") {
+	if _, err := keys.NewClientCertificate(keys.ClientCertOptions{CertFile: filepath.Join(dir, "none.crt"), Key: mustOpen(t, ecKey)}); err == nil || !strings.HasSuffix(err.Error(), "none.crt: no such file or directory") {
 		t.Errorf("missing certificate: %v", err)
 	}
 }
 
-func mustOpen(t *testing.T, uri string) modify.KeySource {
+func mustOpen(t *testing.T, uri string) keys.Source {
 	t.Helper()
-	ks, err := modify.OpenKey(uri, modify.KeyOptions{})
+	ks, err := keys.Open(uri, keys.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,14 +241,14 @@ func TestOpenKeySchemes(t *testing.T) {
 		"PKCS11:token=t;object=o?pin-value=1234": "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN",
 		"vault:transit/k?token=s3cret":           `key URI "vault:transit/k": unsupported scheme "vault": want a file path, file:PATH or a pkcs11 URI`,
 	} {
-		_, err := modify.OpenKey(uri, modify.KeyOptions{})
+		_, err := keys.Open(uri, keys.Options{})
 		if err == nil || err.Error() != want {
-			t.Errorf("OpenKey(%q) = %v, want %q", uri, err, want)
+			t.Errorf("Open(%q) = %v, want %q", uri, err, want)
 		}
 	}
 	for _, path := range []string{`C:\keys\alice.pem`, "./a:b.pem", "/etc/kplug/alice.key", "file:/etc/kplug/alice.key", "FILE:/etc/kplug/alice.key"} {
-		if _, err := modify.OpenKey(path, modify.KeyOptions{}); err != nil {
-			t.Errorf("OpenKey(%q) = %v, want a key file", path, err)
+		if _, err := keys.Open(path, keys.Options{}); err != nil {
+			t.Errorf("Open(%q) = %v, want a key file", path, err)
 		}
 	}
 }
@@ -262,7 +262,7 @@ func TestSessionsRightAfterRotationAreNotKept(t *testing.T) {
 	key1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	certFile, keyFile := filePair(t, dir, "client", ca, "alice-1", key1)
 	now := time.Now()
-	cc, err := modify.NewClientCertificate(modify.ClientCertOptions{
+	cc, err := keys.NewClientCertificate(keys.ClientCertOptions{
 		CertFile: certFile, Key: mustOpen(t, keyFile), Now: func() time.Time { return now },
 	})
 	if err != nil {

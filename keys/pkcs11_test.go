@@ -1,6 +1,6 @@
 //go:build cgo
 
-package modify_test
+package keys_test
 
 import (
 	"crypto"
@@ -11,11 +11,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/httpsigtest"
-	"github.com/kplug/kplug/internal/softhsm"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/httpsigtest"
+	"github.com/kplug/kplug/internal/testkit/softhsm"
+	"github.com/kplug/kplug/internal/testkit/testpki"
+	"github.com/kplug/kplug/keys"
 )
 
 func generate(t *testing.T, tok *softhsm.Token, kind, label string) crypto.PublicKey {
@@ -50,23 +50,23 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		wrongPIN := write("wrong-pin", []byte("0000\n"))
 		for _, tt := range []struct {
 			name, cert, uri, want string
-			opts                  modify.KeyOptions
+			opts                  keys.Options
 		}{
-			{"wrong PIN", ecCert, tok.URI("alice-ec", wrongPIN), `pkcs11: token "kplug-test" refused the PIN: pkcs11: 0xA0: CKR_PIN_INCORRECT`, modify.KeyOptions{}},
-			{"no PIN", ecCert, tok.URI("alice-ec", ""), `pkcs11: no PIN for token "kplug-test": add pin-source=file:PATH to the URI or set KPLUG_PKCS11_PIN`, modify.KeyOptions{}},
+			{"wrong PIN", ecCert, tok.URI("alice-ec", wrongPIN), `pkcs11: token "kplug-test" refused the PIN: pkcs11: 0xA0: CKR_PIN_INCORRECT`, keys.Options{}},
+			{"no PIN", ecCert, tok.URI("alice-ec", ""), `pkcs11: no PIN for token "kplug-test": add pin-source=file:PATH to the URI or set KPLUG_PKCS11_PIN`, keys.Options{}},
 			{"missing token", ecCert, strings.Replace(tok.URI("alice-ec", pinFile), "token=kplug-test", "token=nope", 1),
-				`pkcs11: no token "nope" in module ` + tok.Module, modify.KeyOptions{}},
-			{"missing object", ecCert, tok.URI("nope", pinFile), `pkcs11: no private key object "nope" on token "kplug-test"`, modify.KeyOptions{}},
-			{"missing module", ecCert, "pkcs11:token=kplug-test;object=alice-ec", "pkcs11: no module: add module-path=/path/to/module.so to the URI or set KPLUG_PKCS11_MODULE", modify.KeyOptions{PIN: tok.PIN}},
+				`pkcs11: no token "nope" in module ` + tok.Module, keys.Options{}},
+			{"missing object", ecCert, tok.URI("nope", pinFile), `pkcs11: no private key object "nope" on token "kplug-test"`, keys.Options{}},
+			{"missing module", ecCert, "pkcs11:token=kplug-test;object=alice-ec", "pkcs11: no module: add module-path=/path/to/module.so to the URI or set KPLUG_PKCS11_MODULE", keys.Options{PIN: tok.PIN}},
 			{"key and certificate do not match", rsaCert, tok.URI("alice-ec", pinFile),
-				`pkcs11: key object "alice-ec" on token "kplug-test" does not match the certificate (the certificate is for a different RSA 2048 key)`, modify.KeyOptions{}},
+				`pkcs11: key object "alice-ec" on token "kplug-test" does not match the certificate (the certificate is for a different RSA 2048 key)`, keys.Options{}},
 			{"unsupported key type", write("p224.crt", issueNow(t, ca, "alice-p224", p224Pub)), tok.URI("alice-p224", pinFile),
-				"unsupported key type ECDSA P-224", modify.KeyOptions{}},
+				"unsupported key type ECDSA P-224", keys.Options{}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				ks, err := modify.OpenKey(tt.uri, tt.opts)
+				ks, err := keys.Open(tt.uri, tt.opts)
 				if err == nil {
-					_, err = modify.NewClientCertificate(modify.ClientCertOptions{CertFile: tt.cert, Key: ks})
+					_, err = keys.NewClientCertificate(keys.ClientCertOptions{CertFile: tt.cert, Key: ks})
 					_ = ks.Close()
 				}
 				if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -79,8 +79,8 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		}
 	})
 
-	t.Run("PIN from KeyOptions", func(t *testing.T) {
-		ks, err := modify.OpenKey("pkcs11:token=kplug-test;object=alice-ec", modify.KeyOptions{PIN: tok.PIN, PKCS11Module: tok.Module})
+	t.Run("PIN from Options", func(t *testing.T) {
+		ks, err := keys.Open("pkcs11:token=kplug-test;object=alice-ec", keys.Options{PIN: tok.PIN, PKCS11Module: tok.Module})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,13 +107,13 @@ func TestPKCS11ClientKeys(t *testing.T) {
 	}
 
 	t.Run("KEP-6308 signatures made on the token", func(t *testing.T) {
-		key, closer, err := modify.OpenSigningKey(tok.URI("alice-ec", pinFile), modify.KeyOptions{})
+		key, closer, err := keys.OpenSigner(tok.URI("alice-ec", pinFile), keys.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer closer.Close()
 		if !publicKeyEqual(key.Public(), ecPub) {
-			t.Fatal("OpenSigningKey returned another key")
+			t.Fatal("OpenSigner returned another key")
 		}
 		signer, err := httpsig.NewSigner(httpsig.SignerOptions{Key: httpsig.Key{Signer: key, KeyID: "alice-ec"}, Headers: map[string]string{httpsig.AudienceHeader: "https://cluster.example"}})
 		if err != nil {
@@ -121,7 +121,7 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		}
 		srv := httpsigtest.New(t, "https://cluster.example", map[string]any{"alice-ec": ecPub})
 		c := &http.Client{Transport: signer.RoundTripper(http.DefaultTransport)}
-		if got, err := send(t, c, "POST", srv.URL+"/api/v1/namespaces/default/configmaps", `{"kind":"ConfigMap"}`, header("Impersonate-User", "bob")); err != nil || got != "alice-ec" {
+		if got, err := send(t, c, "POST", srv.URL+"/api/v1/namespaces/default/configmaps", `{"kind":"ConfigMap"}`, http.Header{"Impersonate-User": {"bob"}}); err != nil || got != "alice-ec" {
 			t.Errorf("verifier: %q, %v %+v", got, err, srv.Requests())
 		}
 	})
@@ -135,11 +135,11 @@ func TestPKCS11ClientKeys(t *testing.T) {
 			}
 		}
 		store("alice-on-token", rsaPub)
-		ks, err := modify.OpenKey(tok.URI("alice-rsa", pinFile), modify.KeyOptions{})
+		ks, err := keys.Open(tok.URI("alice-rsa", pinFile), keys.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cc, err := modify.NewClientCertificate(modify.ClientCertOptions{Key: ks})
+		cc, err := keys.NewClientCertificate(keys.ClientCertOptions{Key: ks})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,11 +152,11 @@ func TestPKCS11ClientKeys(t *testing.T) {
 		if got := getBody(t, c, srv.URL); got != "alice-on-token-2 resumed=false" {
 			t.Errorf("after the token's certificate changed: %q, want alice-on-token-2 in a full handshake", got)
 		}
-		noCert, err := modify.OpenKey(tok.URI("alice-ec", pinFile), modify.KeyOptions{})
+		noCert, err := keys.Open(tok.URI("alice-ec", pinFile), keys.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = modify.NewClientCertificate(modify.ClientCertOptions{Key: noCert})
+		_, err = keys.NewClientCertificate(keys.ClientCertOptions{Key: noCert})
 		_ = noCert.Close()
 		if want := `pkcs11: no certificate object "alice-ec" on token "kplug-test"`; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("no certificate on the token: %v, want %q", err, want)

@@ -1,4 +1,4 @@
-// Package sigverify checks the SigV4 signatures that execproxy/modify makes, with code that
+// Package sigverify checks the SigV4 signatures that execproxy/sigv4 makes, with code that
 // shares nothing with the signer: the signature is recomputed by aws-sdk-go-v2's signer.
 // Tests use it as the receiving side (unit tests, and the verifying front proxy of the
 // end-to-end tests). KEP-6308 signatures are verified by httpsig.Verify, and checked
@@ -85,7 +85,7 @@ func SigV4(r *http.Request, body []byte, service, region string, lookup func(acc
 	if when.Sub(now).Abs() > MaxSkew {
 		return "", fmt.Errorf("signed at %s, too far from now", when)
 	}
-	again, err := http.NewRequestWithContext(context.Background(), r.Method, "http://"+r.Host+r.URL.RequestURI(), nil) //nolint:gosec // never sent: only signed again
+	again, err := http.NewRequestWithContext(context.Background(), r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package modify_test
+package keys_test
 
 import (
 	"strings"
@@ -6,21 +6,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kplug/kplug/execproxy/modify"
+	"github.com/kplug/kplug/keys"
 )
 
 func TestParsePKCS11URI(t *testing.T) {
 	for _, tt := range []struct {
 		uri  string
-		want *modify.PKCS11URI
+		want *keys.PKCS11URI
 		err  string
 	}{
 		{uri: "pkcs11:token=kplug;object=alice",
-			want: &modify.PKCS11URI{Token: "kplug", Object: "alice"}},
+			want: &keys.PKCS11URI{Token: "kplug", Object: "alice"}},
 		{uri: "pkcs11:token=My%20Token;id=%01%02;type=private?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/run/pin",
-			want: &modify.PKCS11URI{Token: "My Token", ID: []byte{1, 2}, ModulePath: "/usr/lib/softhsm/libsofthsm2.so", PINSource: "/run/pin"}},
+			want: &keys.PKCS11URI{Token: "My Token", ID: []byte{1, 2}, ModulePath: "/usr/lib/softhsm/libsofthsm2.so", PINSource: "/run/pin"}},
 		{uri: "pkcs11:serial=0123abcd;object=k?pin-source=/run/pin",
-			want: &modify.PKCS11URI{Serial: "0123abcd", Object: "k", PINSource: "/run/pin"}},
+			want: &keys.PKCS11URI{Serial: "0123abcd", Object: "k", PINSource: "/run/pin"}},
 		{uri: "file:/k.pem", err: `pkcs11: "file:/k.pem" is not a pkcs11: URI`},
 		{uri: "pkcs11:token=t", err: `pkcs11: "pkcs11:token=t" names no key: add object=LABEL or id=`},
 		{uri: "pkcs11:token=t;serial=s;object=o", err: "pkcs11: give token= or serial=, not both"},
@@ -34,7 +34,7 @@ func TestParsePKCS11URI(t *testing.T) {
 		// A message never quotes the query, where a PIN may be.
 		{uri: "pkcs11:token=t;object?pin-value=1234", err: `pkcs11: attribute "object" in "pkcs11:token=t;object": want NAME=VALUE`},
 	} {
-		got, err := modify.ParsePKCS11URI(tt.uri)
+		got, err := keys.ParsePKCS11URI(tt.uri)
 		if tt.err != "" {
 			if err == nil || err.Error() != tt.err {
 				t.Errorf("ParsePKCS11URI(%q) = %v, want error %q", tt.uri, err, tt.err)
@@ -56,7 +56,7 @@ func FuzzParsePKCS11URI(f *testing.F) {
 	f.Add("pkcs11:serial=1;id=%01")
 	f.Add("pkcs11:;;?&&")
 	f.Fuzz(func(t *testing.T, s string) {
-		u, err := modify.ParsePKCS11URI(s)
+		u, err := keys.ParsePKCS11URI(s)
 		if err != nil {
 			if u != nil {
 				t.Errorf("ParsePKCS11URI(%q) returned both %+v and %v", s, u, err)

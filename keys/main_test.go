@@ -1,4 +1,4 @@
-package modify_test
+package keys_test
 
 import (
 	"net/http"

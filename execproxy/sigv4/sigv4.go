@@ -1,4 +1,4 @@
-package modify
+package sigv4
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go/aws-http-auth/credentials"
-	"github.com/aws/smithy-go/aws-http-auth/sigv4"
+	awssigv4 "github.com/aws/smithy-go/aws-http-auth/sigv4"
 	v4 "github.com/aws/smithy-go/aws-http-auth/v4"
 )
 
-// SigV4Options configure NewSigV4.
-type SigV4Options struct {
+// Options configure New.
+type Options struct {
 	// Service and Region form the credential scope, e.g. "eks" and "eu-west-1". Required.
 	Service, Region string
 	// Credentials returns the AWS credentials to sign with; it is called for every request,
@@ -25,7 +25,7 @@ type SigV4Options struct {
 	Now func() time.Time
 }
 
-// NewSigV4 returns a request modifier that signs each request with AWS Signature Version 4
+// New returns a request modifier that signs each request with AWS Signature Version 4
 // in the Authorization header. Besides Host and X-Amz-*, it signs every header that
 // protectedHeader names when present (Impersonate-*, X-Remote-*, Content-Type, the
 // subprotocol headers of upgrades). Bodies of up to MaxSignedBody bytes are hashed;
@@ -34,7 +34,7 @@ type SigV4Options struct {
 // refused, because the signature would silently replace that credential.
 //
 // The modifier is safe for concurrent use.
-func NewSigV4(o SigV4Options) (func(*http.Request) error, error) {
+func New(o Options) (func(*http.Request) error, error) {
 	switch {
 	case o.Service == "":
 		return nil, errors.New("sigv4: no service name to sign for")
@@ -47,7 +47,7 @@ func NewSigV4(o SigV4Options) (func(*http.Request) error, error) {
 	if now == nil {
 		now = time.Now
 	}
-	signer := sigv4.New(func(so *v4.SignerOptions) {
+	signer := awssigv4.New(func(so *v4.SignerOptions) {
 		so.HeaderRules = sigv4Headers{}
 		so.DisableImplicitPayloadHashing = true
 		so.AddPayloadHashHeader = true // tells the verifier which payload hash was signed
@@ -58,7 +58,7 @@ func NewSigV4(o SigV4Options) (func(*http.Request) error, error) {
 		}
 		creds, err := o.Credentials(req.Context())
 		if err != nil {
-			return fmt.Errorf("sigv4: AWS credentials: %w", RedactAWSError(err))
+			return fmt.Errorf("sigv4: AWS credentials: %w", RedactError(err))
 		}
 		body, signed, err := bufferBody(req)
 		if err != nil {
@@ -69,7 +69,7 @@ func NewSigV4(o SigV4Options) (func(*http.Request) error, error) {
 			sum := sha256.Sum256(body)
 			hash = sum[:]
 		}
-		err = signer.SignRequest(&sigv4.SignRequestInput{
+		err = signer.SignRequest(&awssigv4.SignRequestInput{
 			Request:     req,
 			PayloadHash: hash,
 			Credentials: creds,

@@ -1,4 +1,4 @@
-package modify_test
+package keys_test
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kplug/kplug/execproxy/modify"
 	"github.com/kplug/kplug/execproxy/server"
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/testpki"
+	"github.com/kplug/kplug/internal/testkit/testpki"
+	"github.com/kplug/kplug/keys"
 )
 
 // proxyOptions is the heart of a proxy plugin's Func (see execproxy/server): the client
@@ -26,11 +26,11 @@ import (
 // KEP-6308 HTTP message signature (package httpsig). Close the returned io.Closer once
 // the proxy has stopped.
 func proxyOptions(ctx context.Context, certFile, keyURI string, signKey crypto.Signer) (*server.Options, io.Closer, error) {
-	key, err := modify.OpenKey(keyURI, modify.KeyOptions{})
+	key, err := keys.Open(keyURI, keys.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
-	cert, err := modify.NewClientCertificate(modify.ClientCertOptions{CertFile: certFile, Key: key})
+	cert, err := keys.NewClientCertificate(keys.ClientCertOptions{CertFile: certFile, Key: key})
 	if err != nil {
 		_ = key.Close()
 		return nil, nil, err
@@ -47,7 +47,7 @@ func proxyOptions(ctx context.Context, certFile, keyURI string, signKey crypto.S
 		ModifyRequest:        signer.Sign,
 		GetClientCertificate: cert.GetClientCertificate,
 		ClientSessionCache:   cert.ClientSessionCache(),      // a hardware key signs once per full handshake
-		CloseIdleConnections: cert.Watch(ctx, 2*time.Second), // a rotated certificate retires pooled connections
+		RenewConnections:     cert.Watch(ctx, 2*time.Second), // a rotated certificate retires pooled connections
 	}, cert, nil
 }
 

@@ -1,4 +1,4 @@
-package modify
+package keys
 
 import (
 	"crypto"
@@ -16,10 +16,10 @@ import (
 	"github.com/kplug/kplug/internal/pemkey"
 )
 
-// KeySource finds the private key that belongs to a certificate's public key. It is asked
+// Source finds the private key that belongs to a certificate's public key. It is asked
 // again when the certificate changes, so that a rotated certificate finds its new key.
 // Implementations are safe for concurrent use.
-type KeySource interface {
+type Source interface {
 	// Key returns a signer whose public key equals pub, or an error that says why there
 	// is none (e.g. the key and the certificate do not match).
 	Key(pub crypto.PublicKey) (crypto.Signer, error)
@@ -27,8 +27,8 @@ type KeySource interface {
 	Close() error
 }
 
-// KeyOptions are what a key URI may leave out.
-type KeyOptions struct {
+// Options are what a key URI may leave out.
+type Options struct {
 	// PIN logs in to a PKCS#11 token whose URI has no pin-source. The CLI reads it from
 	// $KPLUG_PKCS11_PIN; it is never logged.
 	PIN string
@@ -37,14 +37,14 @@ type KeyOptions struct {
 	PKCS11Module string
 }
 
-// OpenKey opens the private key a URI names:
+// Open opens the private key a URI names:
 //
 //   - a file path, or file:PATH: a PEM private key (PKCS#8, PKCS#1 or SEC 1), read again
 //     whenever the certificate changes;
 //   - pkcs11:token=T;object=O (RFC 7512; also id=, serial=, and the query attributes
 //     module-path= and pin-source=file:PATH): a key on a PKCS#11 token, which signs on the
 //     token and never leaves it. Needs a build with cgo.
-func OpenKey(uri string, o KeyOptions) (KeySource, error) {
+func Open(uri string, o Options) (Source, error) {
 	switch {
 	case uri == "":
 		return nil, errors.New("no key given")
@@ -120,21 +120,21 @@ func checkTLSKeyType(pub crypto.PublicKey) error {
 	return fmt.Errorf("unsupported key type %s: want ECDSA P-256, P-384 or P-521, RSA of at least 2048 bits, or Ed25519", keyTypeName(pub))
 }
 
-// certificateHolder is a KeySource that also stores the certificate (a PKCS#11 token).
+// certificateHolder is a Source that also stores the certificate (a PKCS#11 token).
 type certificateHolder interface {
 	certificate() ([]byte, error)
 }
 
-// soleKeyer is a KeySource that can name its key without a certificate to match.
+// soleKeyer is a Source that can name its key without a certificate to match.
 type soleKeyer interface {
 	soleKey() (crypto.Signer, error)
 }
 
-// OpenSigningKey opens the key a URI names (see OpenKey) for signing requests, where no
+// OpenSigner opens the key a URI names (see Open) for signing requests, where no
 // certificate says which public key to expect: the URI must name exactly one key. Close
 // the returned io.Closer when done with the signer.
-func OpenSigningKey(uri string, o KeyOptions) (crypto.Signer, io.Closer, error) {
-	ks, err := OpenKey(uri, o)
+func OpenSigner(uri string, o Options) (crypto.Signer, io.Closer, error) {
+	ks, err := Open(uri, o)
 	if err != nil {
 		return nil, nil, err
 	}
