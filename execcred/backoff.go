@@ -7,17 +7,39 @@ import (
 	"time"
 )
 
-// DefaultMaxBackoff caps a Backoff whose Max is zero.
+// DefaultMaxBackoff caps a WithBackoff whose Max is zero.
 const DefaultMaxBackoff = 5 * time.Minute
 
-// Backoff is the decorator that stops a failing Source from being called again until an
-// exponential backoff has passed: meanwhile it returns a *BackoffError wrapping the last
+// BackoffOptions configure WithBackoff.
+type BackoffOptions struct {
+	// Initial is the wait after the first failure; it doubles with each further one. Zero
+	// or negative lets every call through.
+	Initial time.Duration
+	// Max caps the wait; zero means DefaultMaxBackoff.
+	Max time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// WithBackoff returns src under the decorator that stops a failing src from being called
+// again until an exponential backoff has passed: meanwhile it returns a *BackoffError wrapping the last
 // failure. client-go runs a failing plugin again on every request (kubernetes#78321).
 // A success resets it. A failure caused by the caller's own context ending does not count.
 //
-// Source must be set; with Initial zero or negative every call goes through. A Backoff is
-// safe for concurrent use and must not be copied after first use.
-type Backoff struct {
+// The result is safe for concurrent use. A src that WithBackoff returned is returned as it
+// is.
+func WithBackoff(src Source, o BackoffOptions) Source {
+	if src == nil {
+		panic("execcred: WithBackoff of a nil Source")
+	}
+	if b, ok := src.(*backoff); ok {
+		return b
+	}
+	return &backoff{Source: src, Initial: o.Initial, Max: o.Max, Now: o.Now}
+}
+
+// backoff is WithBackoff's decorator.
+type backoff struct {
 	Source Source
 	// Initial is the wait after the first failure; it doubles with each further one.
 	Initial time.Duration
@@ -32,8 +54,8 @@ type Backoff struct {
 	lastErr  error
 }
 
-// BackoffError is what Backoff returns while it holds: the last failure, and when the
-// source may be called again.
+// BackoffError is what WithBackoff's decorator returns while it holds: the last failure,
+// and when the source may be called again.
 type BackoffError struct {
 	Err      error // the last failure, e.g. a *PluginError
 	Failures int   // consecutive failures so far
@@ -48,7 +70,7 @@ func (e *BackoffError) Error() string {
 func (e *BackoffError) Unwrap() error { return e.Err }
 
 // Credential calls Source, unless a backoff holds.
-func (b *Backoff) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
+func (b *backoff) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
 	b.mu.Lock()
 	if now := b.now(); now.Before(b.retryAt) {
 		err := &BackoffError{Err: b.lastErr, Failures: b.failures, RetryAt: b.retryAt, wait: b.retryAt.Sub(now)}
@@ -73,7 +95,7 @@ func (b *Backoff) Credential(ctx context.Context, rejected *Rejection) (*Credent
 }
 
 // after is the wait after n consecutive failures.
-func (b *Backoff) after(n int) time.Duration {
+func (b *backoff) after(n int) time.Duration {
 	if b.Initial <= 0 {
 		return 0
 	}
@@ -88,7 +110,7 @@ func (b *Backoff) after(n int) time.Duration {
 	return min(d, limit)
 }
 
-func (b *Backoff) now() time.Time {
+func (b *backoff) now() time.Time {
 	if b.Now != nil {
 		return b.Now()
 	}

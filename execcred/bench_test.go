@@ -69,7 +69,7 @@ func clientGoRoundTripper(b *testing.B, ec *clientcmdapi.ExecConfig, base http.R
 
 func kplugRoundTripper(b *testing.B, ec *clientcmdapi.ExecConfig, base http.RoundTripper) http.RoundTripper {
 	b.Helper()
-	src, err := NewForRESTConfig(&rest.Config{ExecProvider: ec}, Options{Host: quietHost()})
+	src, err := NewForRESTConfig(&rest.Config{ExecProvider: ec}, Options{Plugin: quietHost()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -204,9 +204,9 @@ func BenchmarkSignedRequest(b *testing.B) {
 		cfg := &rest.Config{Host: "https://k.example", ExecProvider: ec}
 		var src Source
 		if cred.h != nil {
-			src, err = NewHTTPSignatureSource(cfg, cred.h, Options{Host: quietHost()})
+			src, err = NewHTTPSignatureSource(cfg, cred.h, Options{Plugin: quietHost()})
 		} else {
-			src, err = NewForRESTConfig(cfg, Options{Host: quietHost()})
+			src, err = NewForRESTConfig(cfg, Options{Plugin: quietHost()})
 		}
 		if err != nil {
 			b.Fatal(err)

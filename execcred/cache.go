@@ -9,22 +9,39 @@ import (
 	"github.com/kplug/kplug/internal/flight"
 )
 
-// Cache is the decorator that keeps its Source's credential, as client-go's exec
+// CacheOptions configure WithCache.
+type CacheOptions struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// WithCache returns src under the decorator that keeps its credential, as client-go's exec
 // authenticator keeps a plugin's: until strictly after its expiry (a credential without
-// one, for the life of the Cache), and until a caller asks to replace it (a Rejection), once
+// one, for the life of the cache), and until a caller asks to replace it (a Rejection), once
 // per credential generation: callers that ask to replace a credential already replaced get
 // the current one. A failed refresh keeps the old credential.
 //
-// Any number of concurrent callers cause one call to Source, under the cancellation policy
+// Any number of concurrent callers cause one call to src, under the cancellation policy
 // every kplug cache shares: that call belongs to no caller (it gets the first caller's
 // context values but not its cancellation or deadline, so a plugin is bounded by its own
-// timeout, Host.Timeout); each caller waits until the call ends or its own context ends,
+// timeout, PluginOptions.Timeout); each caller waits until the call ends or its own context ends,
 // and in the second case gets its context's error, which is neither cached nor seen by
 // the others.
 //
-// Source must be set. A Cache is safe for concurrent use and must not be copied after
-// first use.
-type Cache struct {
+// The result is safe for concurrent use. A src that WithCache returned is returned as it
+// is: one cache is enough, and a second would hide the first one's generations.
+func WithCache(src Source, o CacheOptions) Source {
+	if src == nil {
+		panic("execcred: WithCache of a nil Source")
+	}
+	if c, ok := src.(*cache); ok {
+		return c
+	}
+	return &cache{Source: src, Now: o.Now}
+}
+
+// cache is WithCache's decorator.
+type cache struct {
 	Source Source
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -35,7 +52,7 @@ type Cache struct {
 }
 
 // Credential returns the cached credential, or calls Source for a new one.
-func (c *Cache) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
+func (c *cache) Credential(ctx context.Context, rejected *Rejection) (*Credential, error) {
 	if cur, ok := c.current(rejected); ok {
 		return cur, nil
 	}
@@ -62,7 +79,7 @@ func (c *Cache) Credential(ctx context.Context, rejected *Rejection) (*Credentia
 
 // current returns the cached credential if it may be served: there is one, the caller
 // does not reject it, and it has not expired.
-func (c *Cache) current(rejected *Rejection) (*Credential, bool) {
+func (c *cache) current(rejected *Rejection) (*Credential, bool) {
 	c.mu.Lock()
 	cur := c.cred
 	c.mu.Unlock()
@@ -72,7 +89,7 @@ func (c *Cache) current(rejected *Rejection) (*Credential, bool) {
 	return cur, cur.Expiry.IsZero() || !cur.ExpiredAt(c.now())
 }
 
-func (c *Cache) now() time.Time {
+func (c *cache) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}

@@ -15,10 +15,10 @@
 //     runs the plugin once (through execplugin) with client-go's KUBERNETES_EXEC_INFO,
 //     environment and stdio, and decodes its answer into a Credential. FuncSource runs a
 //     plugin function in-process instead. SourceFunc adapts any function.
-//  3. Decorators, each a Source wrapping a Source: Cache keeps the credential until it
+//  3. Decorators, each a Source wrapping a Source: WithCache keeps the credential until it
 //     expires or the server rejects it, with one run for any number of concurrent callers
-//     and one cancellation policy (see Cache); RefreshAhead replaces it in the background
-//     before it expires; Backoff stops a failing plugin from running on every request;
+//     and one cancellation policy (see WithCache); WithRefreshAhead replaces it in the background
+//     before it expires; WithBackoff stops a failing plugin from running on every request;
 //     Metrics.ObserveCredentials (and Metrics.ObserveCall, the runner's hook) record
 //     client-go's exec plugin metrics.
 //  4. Transport. Transport is the http.RoundTripper that adds the bearer token, asks for a
@@ -37,5 +37,5 @@
 // Errors say what failed, on which plugin: Plugin's are *PluginError, unwrapping to
 // execplugin's typed errors (*execplugin.ExitError, *execplugin.NotFoundError,
 // *execplugin.TimeoutError, ...), to a *kuberc.DeniedError, or to the decoding error;
-// Backoff's are *BackoffError.
+// WithBackoff's are *BackoffError.
 package execcred

@@ -34,16 +34,16 @@ func Example() {
 		APIVersion:      execcred.V1,
 		InteractiveMode: execcred.Never,
 	}
-	plugin, err := execcred.NewPlugin(cfg, execcred.Host{Timeout: 10 * time.Second})
+	plugin, err := execcred.NewPlugin(cfg, execcred.PluginOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	// The source and its decorators, each a wrapper (execcred.New composes these).
 	var src execcred.Source = plugin
-	src = &execcred.Backoff{Source: src, Initial: time.Second}
-	src = &execcred.Cache{Source: src}
-	src = &execcred.RefreshAhead{Source: src}
+	src = execcred.WithBackoff(src, execcred.BackoffOptions{Initial: time.Second})
+	src = execcred.WithCache(src, execcred.CacheOptions{})
+	src = execcred.WithRefreshAhead(src, execcred.RefreshAheadOptions{})
 	// The transport.
 	client := &http.Client{Transport: &execcred.Transport{Source: src, RetryAfterRefresh: true}}
 

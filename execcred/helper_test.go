@@ -46,15 +46,15 @@ func infos(p *exectest.Plugin) []string {
 }
 
 // quietHost hides plugin stderr and says stdin is not a terminal.
-func quietHost() Host {
-	return Host{Runner: &execplugin.Runner{Stderr: io.Discard}, IsTerminal: func(*os.File) bool { return false }}
+func quietHost() PluginOptions {
+	return PluginOptions{Runner: &execplugin.Runner{Stderr: io.Discard}, IsTerminal: func(*os.File) bool { return false }}
 }
 
 // newSource composes New's pipeline for cfg, with a quiet host unless opts has one.
 func newSource(t testing.TB, cfg Config, opts Options) Source {
 	t.Helper()
-	if opts.Host.Runner == nil {
-		opts.Host = quietHost()
+	if opts.Plugin.Runner == nil {
+		opts.Plugin = quietHost()
 	}
 	src, err := New(cfg, opts)
 	if err != nil {

@@ -50,7 +50,7 @@ func NewHTTPSignatureSource(cfg *rest.Config, h *HTTPSignature, o Options) (Sour
 			}
 			files.Key = key
 		}
-		return &Cache{Source: files, Now: o.Now}, nil
+		return WithCache(files, CacheOptions{Now: o.Now}), nil
 	case cfg.ExecProvider == nil:
 		return nil, &ConfigError{Err: errors.New("httpSignature: no key: set certFile and keyFile, or credentialBundleFile, or give the user an exec plugin that returns signing material")}
 	}
@@ -64,7 +64,7 @@ func NewHTTPSignatureSource(cfg *rest.Config, h *HTTPSignature, o Options) (Sour
 
 // KeyFiles is the Source of signing material in files: a PEM certificate and its key
 // (CertFile and KeyFile, or Key), or both in one PEM file (BundleFile), and the values of
-// the signed headers. Each call reads the files again; wrap it in a Cache. The
+// the signed headers. Each call reads the files again; wrap it in WithCache. The
 // credential expires with the certificate. It is safe for concurrent use.
 type KeyFiles struct {
 	CertFile, KeyFile, BundleFile string

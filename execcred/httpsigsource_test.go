@@ -63,7 +63,7 @@ func signingTransport(t *testing.T, cfg *rest.Config, h *HTTPSignature, o Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := HTTPTransport(cfg, src, true)
+	rt, err := HTTPTransport(cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestHTTPSignaturePluginCertificate(t *testing.T) {
 		"signedHeaders": map[string]string{httpsig.AudienceHeader: testAudience, "X-Session": "s"},
 	}, time.Time{})
 	p, cfg := signingPlugin(t, srv.URL, out)
-	rt := signingTransport(t, cfg, pluginBlock("X-Session"), Options{Host: quietHost()})
+	rt := signingTransport(t, cfg, pluginBlock("X-Session"), Options{Plugin: quietHost()})
 	getAndPost(t, rt, srv.URL)
 	getAndPost(t, rt, srv.URL)
 
@@ -174,7 +174,7 @@ func TestHTTPSignaturePluginKeyRotates(t *testing.T) {
 	}
 	srv := httpsigtest.New(t, testAudience, keys)
 	p, cfg := signingPlugin(t, srv.URL, outputs[0])
-	rt := signingTransport(t, cfg, pluginBlock(), Options{Host: quietHost(), RefreshBefore: -1, Now: clk.Now})
+	rt := signingTransport(t, cfg, pluginBlock(), Options{Plugin: quietHost(), RefreshBefore: -1, Now: clk.Now})
 	getAndPost(t, rt, srv.URL)
 	p.Stdout(outputs[1])
 	clk.Add(time.Hour + time.Second)
@@ -196,7 +196,7 @@ func TestHTTPSignaturePluginHMAC(t *testing.T) {
 		"keyID": "hmac-1", "secret": "0123456789abcdef0123456789abcdef",
 		"signedHeaders": map[string]string{httpsig.AudienceHeader: testAudience},
 	}, time.Time{}))
-	rt := signingTransport(t, cfg, pluginBlock(), Options{Host: quietHost()})
+	rt := signingTransport(t, cfg, pluginBlock(), Options{Plugin: quietHost()})
 	getAndPost(t, rt, srv.URL)
 }
 
@@ -236,7 +236,7 @@ func TestHTTPSignaturePluginErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, cfg := signingPlugin(t, "https://k.example", tc.out)
-			src, err := NewHTTPSignatureSource(cfg, pluginBlock(tc.headers...), Options{Host: quietHost()})
+			src, err := NewHTTPSignatureSource(cfg, pluginBlock(tc.headers...), Options{Plugin: quietHost()})
 			if err != nil {
 				t.Fatal(err)
 			}

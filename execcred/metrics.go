@@ -15,7 +15,7 @@ import (
 
 // Metrics records client-go's exec plugin metrics, with client-go's names, labels and
 // label values, as an observer at the edges of the pipeline: ObserveCall is the runner's
-// hook (one count per plugin run, with its exit code), ObservePolicy the Host's hook (one
+// hook (one count per plugin run, with its exit code), ObservePolicy the PluginOptions' hook (one
 // count per policy check), and ObserveCredentials wraps a source to see each new
 // credential (certificate expiry and rotation, exec proxies). One Metrics can serve many
 // pipelines. It is safe for concurrent use.
@@ -83,7 +83,7 @@ const (
 )
 
 // ObserveCall counts one plugin run with client-go's labels; set it as the Observe hook
-// of the Host's execplugin.Runner. Unlike client-go, a missing file is
+// of PluginOptions.Runner. Unlike client-go, a missing file is
 // plugin_not_found_error but E2BIG is client_internal_error, and a timeout or kill is a
 // plugin_execution_error with code -1.
 func (m *Metrics) ObserveCall(c execplugin.Call) {
@@ -102,7 +102,7 @@ func (m *Metrics) ObserveCall(c execplugin.Call) {
 
 // ObservePolicy counts one credential plugin policy check in
 // rest_client_exec_plugin_policy_call_total{status="allowed"|"denied"}; set it as the
-// Host's ObservePolicy hook. client-go declares this counter but, at 1.36, never exports
+// ObservePolicy hook of PluginOptions. client-go declares this counter but, at 1.36, never exports
 // it (its label names do not match the value it passes, and it is not registered).
 func (m *Metrics) ObservePolicy(allowed bool) {
 	status := "denied"
@@ -113,7 +113,7 @@ func (m *Metrics) ObservePolicy(allowed bool) {
 }
 
 // ObserveCredentials returns src observed: each credential it returns is a new one (put
-// it below a Cache), and sets rest_client_exec_plugin_ttl_seconds from its certificate,
+// it below WithCache), and sets rest_client_exec_plugin_ttl_seconds from its certificate,
 // observes rest_client_exec_plugin_certificate_rotation_age when the certificate changes,
 // and counts exec proxy answers.
 func (m *Metrics) ObserveCredentials(src Source) Source { return &observed{m: m, src: src} }

@@ -11,10 +11,10 @@ import (
 // Options choose what New puts in the standard pipeline beyond client-go's behaviour. The
 // zero value behaves like client-go, with refresh-ahead on.
 type Options struct {
-	// Host runs the plugin (Plugin).
-	Host Host
-	// RefreshBefore is RefreshAhead's Before; zero means DefaultRefreshBefore, negative
-	// leaves RefreshAhead out.
+	// Plugin says how the plugin is run (NewPlugin).
+	Plugin PluginOptions
+	// RefreshBefore is WithRefreshAhead's Before; zero means DefaultRefreshBefore, negative
+	// leaves it out.
 	RefreshBefore time.Duration
 	// Backoff and MaxBackoff are Backoff's Initial and Max; a zero Backoff leaves it out
 	// (client-go runs a failing plugin on every request).
@@ -33,17 +33,17 @@ type Options struct {
 
 // New validates cfg and composes the standard pipeline, from the plugin outward:
 //
-//	Plugin                       runs the plugin (Host: runner, terminal, timeout)
+//	Plugin                       runs the plugin (PluginOptions: runner, terminal, timeout)
 //	Metrics.ObserveCredentials   if Metrics: certificate TTL and rotation, exec proxies
 //	Backoff                      if Backoff > 0: no run until the backoff after a failure
-//	Cache                        one run for concurrent callers; kept until expiry or a 401
-//	RefreshAhead                 unless RefreshBefore < 0: replaced in the background
+//	WithCache                    one run for concurrent callers; kept until expiry or a 401
+//	WithRefreshAhead             unless RefreshBefore < 0: replaced in the background
 //
-// Metrics.ObserveCall is set on a copy of Host.Runner to count runs, and
-// Metrics.ObservePolicy as Host.ObservePolicy. Put the result in a
+// Metrics.ObserveCall is set on a copy of Plugin.Runner to count runs, and
+// Metrics.ObservePolicy as Plugin.ObservePolicy. Put the result in a
 // Transport (HTTPTransport, ConfigFor); its Credential method is what Transport calls.
 func New(cfg Config, o Options) (Source, error) {
-	host := o.Host
+	host := o.Plugin
 	if o.Metrics != nil {
 		runner := execplugin.Runner{}
 		if host.Runner != nil {
@@ -62,11 +62,11 @@ func New(cfg Config, o Options) (Source, error) {
 		src = o.Metrics.ObserveCredentials(src)
 	}
 	if o.Backoff > 0 {
-		src = &Backoff{Source: src, Initial: o.Backoff, Max: o.MaxBackoff, Now: o.Now}
+		src = WithBackoff(src, BackoffOptions{Initial: o.Backoff, Max: o.MaxBackoff, Now: o.Now})
 	}
-	src = &Cache{Source: src, Now: o.Now}
+	src = WithCache(src, CacheOptions{Now: o.Now})
 	if o.RefreshBefore >= 0 {
-		src = &RefreshAhead{Source: src, Before: o.RefreshBefore, Logger: o.Logger, Now: o.Now}
+		src = WithRefreshAhead(src, RefreshAheadOptions{Before: o.RefreshBefore, Logger: o.Logger, Now: o.Now})
 	}
 	return src, nil
 }

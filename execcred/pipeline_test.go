@@ -104,7 +104,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var calls atomic.Int32
-	src := &Cache{Source: &Backoff{Initial: time.Hour, Source: SourceFunc(func(ctx context.Context, _ *Rejection) (*Credential, error) {
+	src := &cache{Source: &backoff{Initial: time.Hour, Source: SourceFunc(func(ctx context.Context, _ *Rejection) (*Credential, error) {
 		calls.Add(1)
 		select {
 		case <-release:
@@ -298,7 +298,7 @@ func TestInteractiveModes(t *testing.T) {
 		{"Sometimes", true, false, false, `unknown interactiveMode: "Sometimes"`},
 	}
 	for _, tt := range tests {
-		p := &Plugin{cfg: Config{InteractiveMode: tt.mode}, host: Host{
+		p := &Plugin{cfg: Config{InteractiveMode: tt.mode}, host: PluginOptions{
 			IsTerminal:              func(*os.File) bool { return tt.tty },
 			StdinUnavailable:        tt.unavailable,
 			StdinUnavailableMessage: "used by stdin resource manifest reader",
@@ -363,7 +363,7 @@ func TestCacheCallsItsSourceOncePerGeneration(t *testing.T) {
 	t.Parallel()
 	for round := range 200 {
 		var calls atomic.Int32
-		c := &Cache{Source: SourceFunc(func(context.Context, *Rejection) (*Credential, error) {
+		c := &cache{Source: SourceFunc(func(context.Context, *Rejection) (*Credential, error) {
 			calls.Add(1)
 			return &Credential{Token: "t"}, nil
 		})}
@@ -378,6 +378,24 @@ func TestCacheCallsItsSourceOncePerGeneration(t *testing.T) {
 		wg.Wait()
 		if n := calls.Load(); n != 1 {
 			t.Fatalf("round %d: the source was called %d times for one generation", round, n)
+		}
+	}
+}
+
+// Each decorator wraps once: a second WithX of its own result returns that result, as
+// oauth2.ReuseTokenSource does; two caches would hide each other's generations.
+func TestDecoratorsRefuseADoubleWrap(t *testing.T) {
+	base := SourceFunc(func(context.Context, *Rejection) (*Credential, error) { return &Credential{Token: "t"}, nil })
+	cached := WithCache(base, CacheOptions{})
+	ahead := WithRefreshAhead(cached, RefreshAheadOptions{})
+	held := WithBackoff(base, BackoffOptions{Initial: time.Second})
+	for name, tc := range map[string]struct{ once, twice Source }{
+		"WithCache":        {cached, WithCache(cached, CacheOptions{})},
+		"WithRefreshAhead": {ahead, WithRefreshAhead(ahead, RefreshAheadOptions{Before: time.Hour})},
+		"WithBackoff":      {held, WithBackoff(held, BackoffOptions{Initial: time.Hour})},
+	} {
+		if tc.twice != tc.once {
+			t.Errorf("%s of its own result: got a new wrapper, want the first one", name)
 		}
 	}
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/kplug/kplug/execplugin"
 )
 
-// Host describes the program running plugins: how it runs them, its terminal, and what it
-// knows about stdin. The zero value runs plugins with the process environment, stderr to
+// PluginOptions say how a Plugin runs its plugin, as the program hosting it would: with
+// which runner, on which terminal, what it knows about stdin, and how long a run may take.
+// The zero value runs plugins with the process environment, stderr to
 // os.Stderr and os.Stdin as the terminal, with no timeout, as client-go does.
-type Host struct {
+type PluginOptions struct {
 	// Runner runs the plugin; nil means a zero execplugin.Runner (host environment, stderr
 	// to os.Stderr). Its Observe hook is where Metrics.ObserveCall counts runs.
 	Runner *execplugin.Runner
@@ -38,19 +39,19 @@ type Host struct {
 
 // Plugin is the exec-backed Source: each call runs the configured plugin once, through
 // execplugin, exactly as client-go runs it, and decodes its answer. It keeps nothing
-// between calls: wrap it in a Cache (New composes the standard pipeline). It is safe for
+// between calls: wrap it in WithCache (New composes the standard pipeline). It is safe for
 // concurrent use.
 type Plugin struct {
 	cfg  Config
-	host Host
+	host PluginOptions
 }
 
 // NewPlugin validates cfg (its policy included) and returns a Plugin.
-func NewPlugin(cfg Config, host Host) (*Plugin, error) {
+func NewPlugin(cfg Config, o PluginOptions) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Plugin{cfg: cfg, host: host}, nil
+	return &Plugin{cfg: cfg, host: o}, nil
 }
 
 // Credential runs the plugin once and decodes its answer. A v1alpha1 plugin is sent

@@ -158,7 +158,7 @@ func TestPolicyRelativeCommandUnderBaseDir(t *testing.T) {
 func TestNewPluginValidatesThePolicy(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Command: "p", APIVersion: V1, InteractiveMode: Never, Policy: allowlist()}
-	_, err := NewPlugin(cfg, Host{})
+	_, err := NewPlugin(cfg, PluginOptions{})
 	var ce *ConfigError
 	var invalid *kuberc.InvalidPolicyError
 	want := `invalid plugin policy: credential plugin policy set to "Allowlist", but allowlist is empty; use "DenyAll" policy instead`

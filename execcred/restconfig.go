@@ -30,29 +30,31 @@ func NewForRESTConfig(cfg *rest.Config, opts Options) (Source, error) {
 // ConfigFor returns a copy of cfg in which src, not client-go's exec authenticator,
 // authenticates requests: a Transport that wraps every transport client-go builds from
 // the config (REST calls, watches, SPDY and WebSocket upgrades) adds the bearer token and
-// refreshes it after a 401. If cfg has static credentials, they win and src is not used,
+// refreshes it after a 401, sending the request once more when its body can be replayed
+// (Transport.RetryAfterRefresh). If cfg has static credentials, they win and src is not used,
 // as in client-go.
 //
 // A client-go config has no hook for a client certificate that changes (only client-go's
 // own exec provider has one), so requests for which src returns a certificate fail with
 // an error saying to use HTTPTransport; for the same reason connections are not tracked
 // for certificate rotation.
-func ConfigFor(cfg *rest.Config, src Source, retryAfterRefresh bool) *rest.Config {
+func ConfigFor(cfg *rest.Config, src Source) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.ExecProvider = nil
 	if HasStaticCredentials(cfg) {
 		return c
 	}
-	c.Wrap(WrapTransport(src, retryAfterRefresh))
+	c.Wrap(WrapTransport(src))
 	return c
 }
 
 // HTTPTransport returns a round tripper for cfg that authenticates with src: a Transport
 // over an http.Transport that presents the client certificate at each TLS handshake and
-// whose connections are closed when it changes. It honours cfg's TLS settings, proxy,
+// whose connections are closed when it changes; after a 401 it refreshes the credential
+// and sends a replayable request once more (Transport.RetryAfterRefresh). It honours cfg's TLS settings, proxy,
 // dialer, impersonation and user agent. Static credentials in cfg win over src, as in
 // client-go; a nil src sends cfg's own credentials only.
-func HTTPTransport(cfg *rest.Config, src Source, retryAfterRefresh bool) (http.RoundTripper, error) {
+func HTTPTransport(cfg *rest.Config, src Source) (http.RoundTripper, error) {
 	c := rest.CopyConfig(cfg)
 	c.ExecProvider = nil
 	if c.Transport != nil {
@@ -74,7 +76,7 @@ func HTTPTransport(cfg *rest.Config, src Source, retryAfterRefresh bool) (http.R
 	}
 	var rt http.RoundTripper = base
 	if src != nil && !HasStaticCredentials(cfg) {
-		t := &Transport{Source: src, Base: base, RetryAfterRefresh: retryAfterRefresh}
+		t := &Transport{Source: src, Base: base, RetryAfterRefresh: true}
 		if base.TLSClientConfig == nil {
 			// rest.TLSConfigFor has nothing to say for a server trusted through the system
 			// roots, but the plugin's certificate must be presented all the same.

@@ -5,8 +5,8 @@ import "context"
 // Source gives out credentials: one method, in the spirit of oauth2.TokenSource, so that
 // caching, refresh-ahead, backoff and metrics are wrappers around a source rather than
 // options of one. Plugin runs an exec plugin; FuncSource runs a plugin function
-// in-process; Cache, RefreshAhead, Backoff and Metrics.ObserveCredentials wrap a source;
-// Transport spends what the outermost one gives.
+// in-process; WithCache, WithRefreshAhead, WithBackoff and Metrics.ObserveCredentials
+// wrap a source; Transport spends what the outermost one gives.
 //
 // Credential returns a credential, or an error that says what failed. rejected is nil,
 // unless the caller asks for a credential other than rejected.Credential, one that an

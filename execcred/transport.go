@@ -19,7 +19,7 @@ import (
 // RoundTrip adds the bearer token, or, for a credential with signing material
 // (Credential.HTTPSignature), signs a copy of the request with it (KEP-6308); a request that already has an Authorization header is
 // sent as it is, and the source is not asked. On a 401 the credential is replaced (the
-// source is asked with a Rejection, which a Cache turns into one plugin run per
+// source is asked with a Rejection, which WithCache turns into one plugin run per
 // generation), and with RetryAfterRefresh a request whose body can be replayed is sent once
 // more with the new credential. The caller's request is never modified.
 //
@@ -51,12 +51,12 @@ type Transport struct {
 
 // WrapTransport returns a function for rest.Config.Wrap that adds src's bearer token to
 // every transport client-go builds from the config (REST calls, watches, SPDY and
-// WebSocket upgrades). client-go's transports cannot present a client certificate from
+// WebSocket upgrades), with RetryAfterRefresh. client-go's transports cannot present a client certificate from
 // here: a request for which src returns one fails with an error saying to use
 // HTTPTransport.
-func WrapTransport(src Source, retryAfterRefresh bool) func(http.RoundTripper) http.RoundTripper {
+func WrapTransport(src Source) func(http.RoundTripper) http.RoundTripper {
 	return func(base http.RoundTripper) http.RoundTripper {
-		return &Transport{Source: src, Base: base, RetryAfterRefresh: retryAfterRefresh, tokenOnly: true}
+		return &Transport{Source: src, Base: base, RetryAfterRefresh: true, tokenOnly: true}
 	}
 }
 

@@ -249,8 +249,8 @@ func TestStaticCredentialsWinOverThePlugin(t *testing.T) {
 	}}
 	src := newSource(t, fakeConfig(f, V1), Options{})
 	for name, rt := range map[string]func() (http.RoundTripper, error){
-		"HTTPTransport": func() (http.RoundTripper, error) { return HTTPTransport(cfg, src, true) },
-		"ConfigFor":     func() (http.RoundTripper, error) { return rest.TransportFor(ConfigFor(cfg, src, true)) },
+		"HTTPTransport": func() (http.RoundTripper, error) { return HTTPTransport(cfg, src) },
+		"ConfigFor":     func() (http.RoundTripper, error) { return rest.TransportFor(ConfigFor(cfg, src)) },
 	} {
 		tr, err := rt()
 		if err != nil {
@@ -271,7 +271,7 @@ func TestTimeoutAppliesToNonInteractiveRuns(t *testing.T) {
 	f := exectest.New(t).Stdout(tokenOutput(V1, "late", time.Time{})).Sleep(20 * time.Second)
 	host := quietHost()
 	host.Timeout = 200 * time.Millisecond
-	_, err := newSource(t, fakeConfig(f, V1), Options{Host: host}).Credential(context.Background(), nil)
+	_, err := newSource(t, fakeConfig(f, V1), Options{Plugin: host}).Credential(context.Background(), nil)
 	var te *execplugin.TimeoutError
 	if !errors.As(err, &te) || !strings.HasSuffix(err.Error(), "timed out after 200ms and was killed") {
 		t.Errorf("err = %v, want a timeout naming the plugin", err)

@@ -133,7 +133,7 @@ func (s *Session) Config() (*rest.Config, error) {
 	case s.cred.Certificate != nil:
 		return rest.CopyConfig(s.cfg), nil // client-go's exec provider presents it
 	}
-	return execcred.ConfigFor(s.cfg, s.src, true), nil
+	return execcred.ConfigFor(s.cfg, s.src), nil
 }
 
 // Transport returns a round tripper for plain HTTP requests to the API server, which
@@ -145,7 +145,7 @@ func (s *Session) Config() (*rest.Config, error) {
 // It retries a request once after a 401 that made the plugin's token refresh.
 func (s *Session) Transport() (http.RoundTripper, error) {
 	if s.src != nil && s.bridge == nil && s.cred.Certificate != nil {
-		return execcred.HTTPTransport(s.cfg, s.src, true)
+		return execcred.HTTPTransport(s.cfg, s.src)
 	}
 	c, err := s.Config()
 	if err != nil {

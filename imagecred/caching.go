@@ -37,12 +37,18 @@ type CacheOptions struct {
 //
 // Concurrent requests for one image and service account share one call of p (a plugin
 // run). That call belongs to none of them: it runs detached from their contexts (keeping
-// their values), bounded only by what bounds p itself, such as Exec's timeout. Each caller
+// their values), bounded only by what bounds p itself, such as Plugin's timeout. Each caller
 // waits until the call ends or its own context does; in the second case it gets its
 // context's error, while the call goes on for the others. So one caller giving up never
 // fails another, and a caller's cancellation is never remembered as a plugin failure: not
 // here, nor by a WithFailureCache inside.
+//
+// A p that WithCache returned is returned as it is: two caches would key, count and
+// expire every answer twice.
 func WithCache(p Provider, o CacheOptions) Provider {
+	if c, ok := p.(*cachingProvider); ok {
+		return c
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}

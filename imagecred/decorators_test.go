@@ -246,3 +246,22 @@ func TestDockerHelperReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// Each decorator wraps once: a second WithX of its own result returns that result, as
+// oauth2.ReuseTokenSource does, so that a pipeline stacked twice does not cache, remember
+// failures or request tokens twice.
+func TestDecoratorsRefuseADoubleWrap(t *testing.T) {
+	base := FuncProvider((&recorder{resp: &plugin.Response{CacheKeyType: plugin.CacheImage, Auth: robot}}).plugin)
+	cached := WithCache(base, CacheOptions{Provider: "p"})
+	failures := WithFailureCache(base, FailureCacheOptions{TTL: time.Minute})
+	tokens := WithServiceAccountToken(base, ServiceAccountTokenOptions{})
+	for name, tc := range map[string]struct{ once, twice Provider }{
+		"WithCache":               {cached, WithCache(cached, CacheOptions{Provider: "q"})},
+		"WithFailureCache":        {failures, WithFailureCache(failures, FailureCacheOptions{TTL: time.Hour})},
+		"WithServiceAccountToken": {tokens, WithServiceAccountToken(tokens, ServiceAccountTokenOptions{})},
+	} {
+		if tc.once == base || tc.twice != tc.once {
+			t.Errorf("%s of its own result: got a new wrapper, want the first one", name)
+		}
+	}
+}

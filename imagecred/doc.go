@@ -13,7 +13,7 @@
 //     every error in the kubelet's words.
 //  2. Source. A Provider answers one Request (a normalised image, see NormalizeImage, and
 //     for a provider with tokenAttributes the pod's service account) with a Response.
-//     Exec runs the plugin binary through package execplugin (timeout, process group,
+//     Plugin runs the plugin binary through package execplugin (timeout, process group,
 //     output cap, typed errors), sending the kubelet's exact request bytes and decoding the
 //     answer strictly. FuncProvider answers with an in-process plugin.Func instead.
 //  3. Decorators, each a Provider wrapping a Provider: WithCache is the kubelet's cache

@@ -42,7 +42,7 @@ func Example() {
 			Auth:         map[string]plugin.AuthConfig{registry: {Username: "robot", Password: "s3cret"}},
 		}, nil
 	}
-	p := imagecred.FuncProvider(answer) // a Provider, like Exec
+	p := imagecred.FuncProvider(answer) // a Provider, like Plugin
 
 	// Decorator: the kubelet's cache; the answer is for the whole registry.
 	p = imagecred.WithCache(p, imagecred.CacheOptions{Provider: static.Name, DefaultTTL: static.DefaultCacheDuration.Duration})

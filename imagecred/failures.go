@@ -29,9 +29,10 @@ var errFailureCached = errors.New("the plugin failed recently; not running it ag
 // the same request (image, service account, annotations and token) with the remembered
 // error instead of asking p again, so that a broken plugin is not run on every pull. The
 // kubelet has no such cache; it is opt-in. An error while the caller's context has ended
-// is the caller's and is not remembered. A TTL of zero or less returns p itself.
+// is the caller's and is not remembered. A TTL of zero or less returns p itself, and so
+// does a p that WithFailureCache returned.
 func WithFailureCache(p Provider, o FailureCacheOptions) Provider {
-	if o.TTL <= 0 {
+	if _, ok := p.(*failureCache); ok || o.TTL <= 0 {
 		return p
 	}
 	if o.Size <= 0 {

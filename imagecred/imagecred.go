@@ -44,10 +44,10 @@ type Options struct {
 
 // New checks the options as the kubelet does when it registers its plugins (the bin
 // directory and each provider's binary exist and are executable, the config is valid) and
-// returns a Keyring whose providers are each an Exec under the kubelet's decorators, from
+// returns a Keyring whose providers are each a Plugin under the kubelet's decorators, from
 // the inside out:
 //
-//	Exec                     run the plugin, decode and check its answer
+//	Plugin                   run the plugin, decode and check its answer
 //	WithFailureCache         only with FailureCacheTTL
 //	WithServiceAccountToken  here for cacheType ServiceAccount: a token only on a miss
 //	WithCache                Image, Registry and Global keys; one run for concurrent requests
@@ -76,7 +76,7 @@ func New(o Options) (*Keyring, error) {
 	}
 	entries := make([]KeyringEntry, 0, len(o.Config.Providers))
 	for _, c := range o.Config.Providers {
-		exec, err := NewExec(c, ExecOptions{
+		exec, err := NewPlugin(c, PluginOptions{
 			BinDir: o.BinDir, Timeout: o.Timeout, Stderr: o.PluginStderr, Environ: o.Environ, Metrics: o.Metrics,
 		})
 		if err != nil {

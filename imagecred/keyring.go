@@ -14,7 +14,7 @@ type KeyringEntry struct {
 	// MatchImages selects the images it is asked about, and TokenAttributes says what the
 	// service-account side of its requests holds; the rest is its Provider's business.
 	Config kubeletv1.CredentialProvider
-	// Provider answers, usually a decorated Exec (see New).
+	// Provider answers, usually a decorated Plugin (see New).
 	Provider Provider
 	// Path is the plugin binary, named in errors; empty for an in-process provider.
 	Path string

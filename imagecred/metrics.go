@@ -17,7 +17,7 @@ const (
 	MetricCacheMisses    = "kplug_image_credential_cache_misses_total"
 )
 
-// Metrics are the image credential metrics, labelled by provider name (plugin_name). Exec
+// Metrics are the image credential metrics, labelled by provider name (plugin_name). Plugin
 // observes every plugin run, WithCache counts hits and misses, and New records the config
 // hash. A nil *Metrics records nothing. Safe for concurrent use.
 type Metrics struct {

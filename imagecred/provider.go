@@ -12,7 +12,7 @@ import (
 )
 
 // Provider answers what a provider plugin is asked: the credentials for one image. The
-// plugin run by Exec is one, an in-process plugin.Func (FuncProvider) another; WithCache,
+// plugin run by Plugin is one, an in-process plugin.Func (FuncProvider) another; WithCache,
 // WithFailureCache and WithServiceAccountToken wrap one to add what the kubelet does around
 // the plugin. Implementations must be safe for concurrent use.
 type Provider interface {
@@ -98,7 +98,7 @@ func checkResponse(resp *Response) error {
 
 // FuncProvider makes an in-process plugin a Provider: f gets the request a plugin binary
 // would read on stdin (in version credentialprovider.kubelet.k8s.io/v1), and its answer is
-// checked as Exec checks a plugin's. Nothing is encoded or run, so an SDK plugin can serve
+// checked as Plugin checks a plugin's. Nothing is encoded or run, so an SDK plugin can serve
 // a Keyring, or a test, without a binary. f must be safe for concurrent use.
 func FuncProvider(f plugin.Func) Provider { return funcProvider(f) }
 

@@ -32,7 +32,13 @@ type ServiceAccountTokenOptions struct {
 // TokenRequest (the kubelet requests one on every pull), and the pods of one service account
 // share one answer. For cacheType Token, wrap WithCache in it: the token's hash is then part
 // of every key, so each pod has its own entries. New stacks it so.
+//
+// A p that WithServiceAccountToken returned is returned as it is: a second one would
+// request a second token for every pull.
 func WithServiceAccountToken(p Provider, o ServiceAccountTokenOptions) Provider {
+	if t, ok := p.(*tokenProvider); ok {
+		return t
+	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}

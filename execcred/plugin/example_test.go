@@ -73,7 +73,7 @@ func Example_inProcess() {
 		logins++
 		return login(ctx, info)
 	}
-	src := &execcred.Cache{Source: execcred.FuncSource(counted, plugin.Info{})}
+	src := execcred.WithCache(execcred.FuncSource(counted, plugin.Info{}), execcred.CacheOptions{})
 	for range 3 {
 		cred, err := src.Credential(context.Background(), nil)
 		if err != nil {

@@ -133,7 +133,7 @@ func (o *kubeconfigOptions) connect(ctx context.Context, g *globals, cfg *rest.C
 // plugin's stderr shown, the --plugin-timeout, backoff 1s doubling to 1m, refresh ahead.
 func (o *kubeconfigOptions) credentialOptions(g *globals, stdinUse string) execcred.Options {
 	return execcred.Options{
-		Host: execcred.Host{
+		Plugin: execcred.PluginOptions{
 			Runner:                  pluginRunner(g),
 			Timeout:                 o.timeout,
 			Stdin:                   stdinFile(g),

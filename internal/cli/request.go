@@ -109,7 +109,7 @@ func (o *requestOptions) transport(ctx context.Context, g *globals, cfg *rest.Co
 		if err != nil {
 			return nil, nil, err
 		}
-		if rt, err = execcred.HTTPTransport(cfg, src, true); err != nil {
+		if rt, err = execcred.HTTPTransport(cfg, src); err != nil {
 			done()
 			return nil, nil, invalidConfig(err) // the kubeconfig's TLS settings
 		}

@@ -57,7 +57,7 @@ func viaKplug(t *testing.T, ec *clientcmdapi.ExecConfig) (constructErr, requestE
 	if err != nil {
 		return err, nil
 	}
-	p, err := execcred.NewPlugin(*cfg, execcred.Host{})
+	p, err := execcred.NewPlugin(*cfg, execcred.PluginOptions{})
 	if err != nil {
 		return err, nil
 	}

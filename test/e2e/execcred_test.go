@@ -163,7 +163,7 @@ func TestExecCredentialRefreshAfter401(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := execcred.HTTPTransport(cfg, src, true)
+	rt, err := execcred.HTTPTransport(cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestClientGoAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := execcred.ConfigFor(loaded, src, true)
+	cfg := execcred.ConfigFor(loaded, src)
 	if cfg.ExecProvider != nil {
 		t.Fatal("ConfigFor left client-go's exec provider in place")
 	}

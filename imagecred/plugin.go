@@ -19,8 +19,8 @@ import (
 // DefaultTimeout bounds one plugin run, as the kubelet's hard-coded minute does.
 const DefaultTimeout = time.Minute
 
-// ExecOptions configures NewExec.
-type ExecOptions struct {
+// PluginOptions configures NewPlugin.
+type PluginOptions struct {
 	// BinDir holds the plugin binaries; a provider runs BinDir/name.
 	BinDir string
 	// Timeout bounds each run; zero means DefaultTimeout. On timeout the plugin's process
@@ -35,12 +35,12 @@ type ExecOptions struct {
 	Metrics *Metrics
 }
 
-// Exec is the Provider that runs a provider plugin as the kubelet does: BinDir/name with the
+// Plugin is the Provider that runs a provider plugin as the kubelet does: BinDir/name with the
 // configured args, the host environment with the configured env on top, the
 // CredentialProviderRequest on stdin in the provider's apiVersion (byte for byte the
 // kubelet's encoding), and the response decoded strictly and checked. It caches nothing:
-// wrap it. Create one with NewExec; it is safe for concurrent use.
-type Exec struct {
+// wrap it. Create one with NewPlugin; it is safe for concurrent use.
+type Plugin struct {
 	path       string
 	apiVersion string
 	args       []string
@@ -49,10 +49,10 @@ type Exec struct {
 	runner     *execplugin.Runner
 }
 
-// NewExec finds the provider's binary as the kubelet does at startup (exec.LookPath, which
+// NewPlugin finds the provider's binary as the kubelet does at startup (exec.LookPath, which
 // on Windows also tries name.exe), but names the path in its errors. c is not validated:
 // see Config.Validate.
-func NewExec(c kubeletv1.CredentialProvider, o ExecOptions) (*Exec, error) {
+func NewPlugin(c kubeletv1.CredentialProvider, o PluginOptions) (*Plugin, error) {
 	path, err := checkBinary(c.Name, filepath.Join(o.BinDir, c.Name))
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func NewExec(c kubeletv1.CredentialProvider, o ExecOptions) (*Exec, error) {
 	if o.Metrics != nil {
 		runner.Observe = o.Metrics.provider(c.Name).observeRun
 	}
-	return &Exec{path: path, apiVersion: c.APIVersion, args: c.Args, env: env, timeout: o.Timeout, runner: runner}, nil
+	return &Plugin{path: path, apiVersion: c.APIVersion, args: c.Args, env: env, timeout: o.Timeout, runner: runner}, nil
 }
 
 // checkBinary returns the path to run for a provider, or the kubelet's startup error.
@@ -87,12 +87,12 @@ func checkBinary(name, path string) (string, error) {
 }
 
 // Path is the plugin binary.
-func (e *Exec) Path() string { return e.path }
+func (e *Plugin) Path() string { return e.path }
 
 // Provide runs the plugin once. Its errors are execplugin's typed errors (*ExitError,
 // *TimeoutError...), the kubelet's decoding errors, which never quote the response, or
 // ErrInvalidCacheKeyType.
-func (e *Exec) Provide(ctx context.Context, req *Request) (*Response, error) {
+func (e *Plugin) Provide(ctx context.Context, req *Request) (*Response, error) {
 	var (
 		token       string
 		annotations map[string]string
