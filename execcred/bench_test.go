@@ -204,7 +204,7 @@ func BenchmarkSignedRequest(b *testing.B) {
 		cfg := &rest.Config{Host: "https://k.example", ExecProvider: ec}
 		var src Source
 		if cred.h != nil {
-			src, err = NewHTTPSignatureSource(cfg, cred.h, Options{Plugin: quietHost()})
+			src, err = newHTTPSignatureSource(cfg, cred.h, Options{Plugin: quietHost()})
 		} else {
 			src, err = NewForRESTConfig(cfg, Options{Plugin: quietHost()})
 		}

@@ -49,7 +49,7 @@ type Config struct {
 	Policy kuberc.Policy
 	// HTTPSignature, if set, is sent as spec.httpSignature: the client signs requests
 	// (KEP-6308) and the plugin must answer with signing material that has a value for
-	// every header it names. NewHTTPSignatureSource sets it from a kubeconfig's block.
+	// every header it names. NewForRESTConfig sets it from Options.HTTPSignature.
 	HTTPSignature *wire.HTTPSignatureRequest
 }
 

@@ -29,7 +29,7 @@
 //     For a credential with signing material (KEP-6308, Credential.HTTPSignature) it signs
 //     each request instead, with no token and no client certificate; a kubeconfig user's
 //     httpSignature block (LoadHTTPSignature) gives that material from key files or from
-//     the exec plugin (NewHTTPSignatureSource).
+//     the exec plugin (Options.HTTPSignature).
 //
 // New composes the standard pipeline (what client-go does, plus refresh-ahead, and
 // backoff, metrics and a timeout when asked); the Example composes it by hand.

@@ -13,7 +13,7 @@ import (
 	"github.com/kplug/kplug/internal/pemkey"
 )
 
-// NewHTTPSignatureSource returns the Source of signing material for a kubeconfig user
+// newHTTPSignatureSource returns the Source of signing material for a kubeconfig user
 // whose httpSignature block is h (LoadHTTPSignature) and whose other settings are cfg's:
 //
 //   - with key files, a KeyFiles source, cached until the certificate expires or a
@@ -29,7 +29,7 @@ import (
 // token, basic auth, a client certificate) besides httpSignature, or with key files and
 // an exec plugin, is refused, as is a block Validate refuses. Errors are *ConfigError
 // when no plugin ran.
-func NewHTTPSignatureSource(cfg *rest.Config, h *HTTPSignature, o Options) (Source, error) {
+func newHTTPSignatureSource(cfg *rest.Config, h *HTTPSignature, o Options) (Source, error) {
 	if err := h.Validate(); err != nil {
 		return nil, &ConfigError{Err: err}
 	}

@@ -59,7 +59,7 @@ func getAndPost(t *testing.T, rt http.RoundTripper, url string) {
 // signingTransport is HTTPTransport for cfg, signing with h's material.
 func signingTransport(t *testing.T, cfg *rest.Config, h *HTTPSignature, o Options) http.RoundTripper {
 	t.Helper()
-	src, err := NewHTTPSignatureSource(cfg, h, o)
+	src, err := newHTTPSignatureSource(cfg, h, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestHTTPSignaturePluginErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, cfg := signingPlugin(t, "https://k.example", tc.out)
-			src, err := NewHTTPSignatureSource(cfg, pluginBlock(tc.headers...), Options{Plugin: quietHost()})
+			src, err := newHTTPSignatureSource(cfg, pluginBlock(tc.headers...), Options{Plugin: quietHost()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +278,7 @@ func TestHTTPSignatureKeyFiles(t *testing.T) {
 	}
 }
 
-// TestHTTPSignatureSourceConfigErrors: what NewHTTPSignatureSource refuses before any
+// TestHTTPSignatureSourceConfigErrors: what newHTTPSignatureSource refuses before any
 // key is read or plugin run.
 func TestHTTPSignatureSourceConfigErrors(t *testing.T) {
 	t.Parallel()
@@ -300,7 +300,7 @@ func TestHTTPSignatureSourceConfigErrors(t *testing.T) {
 		{"a key URI without an opener", &rest.Config{Host: "https://k"}, files,
 			`httpSignature.keyFile "pkcs11:token=t;object=k": not a file, and this program opens PEM key files only`},
 	} {
-		_, err := NewHTTPSignatureSource(tc.cfg, tc.h, Options{})
+		_, err := newHTTPSignatureSource(tc.cfg, tc.h, Options{})
 		var ce *ConfigError
 		if err == nil || err.Error() != tc.err || !errors.As(err, &ce) {
 			t.Errorf("%s:\n got %v\nwant ConfigError %s", tc.name, err, tc.err)

@@ -16,7 +16,7 @@ type Options struct {
 	// RefreshBefore is WithRefreshAhead's Before; zero means DefaultRefreshBefore, negative
 	// leaves it out.
 	RefreshBefore time.Duration
-	// Backoff and MaxBackoff are Backoff's Initial and Max; a zero Backoff leaves it out
+	// Backoff and MaxBackoff are WithBackoff's Initial and Max; a zero Backoff leaves it out
 	// (client-go runs a failing plugin on every request).
 	Backoff, MaxBackoff time.Duration
 	// Metrics, if set, records client-go's exec plugin metrics.
@@ -25,9 +25,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of every piece; nil means time.Now.
 	Now func() time.Time
-	// OpenKey opens an httpSignature keyFile that is a URI rather than a file name
-	// (NewHTTPSignatureSource), such as pkcs11:; the caller closes what it opened when
-	// done. nil means PEM key files only: execcred links no PKCS#11 library.
+	// HTTPSignature is the kubeconfig user's httpSignature block (KEP-6308,
+	// LoadHTTPSignature). When set, NewForRESTConfig's source gives the block's signing
+	// material instead of a token or a certificate.
+	HTTPSignature *HTTPSignature
+	// OpenKey opens an httpSignature keyFile that is a URI rather than a file name, such
+	// as pkcs11: (keys.OpenSigner does); the caller closes what it opened when done. nil
+	// means PEM key files only: execcred links no PKCS#11 library.
 	OpenKey func(uri string) (crypto.Signer, error)
 }
 

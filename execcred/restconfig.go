@@ -18,8 +18,25 @@ func HasStaticCredentials(cfg *rest.Config) bool {
 	return cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.Username != "" || hasCert
 }
 
-// NewForRESTConfig is New for cfg's exec provider (FromRESTConfig).
+// NewForRESTConfig is the source of a kubeconfig user's credentials, one call for every
+// kind a plugin can give: New for cfg's exec provider (FromRESTConfig), or, with
+// Options.HTTPSignature, the user's signing material (KEP-6308):
+//
+//   - with key files, a source that reads them, cached until the certificate expires or
+//     a server rejects it, when the files are read again (a rotated certificate is picked
+//     up then);
+//   - otherwise cfg's exec plugin, in New's pipeline, asked for signing material in
+//     spec.httpSignature; an answer without it, or without a value for a header the block
+//     names, is an error.
+//
+// Give it to HTTPTransport or ConfigFor: each request then carries the token or client
+// certificate, or is signed and carries neither. A user with static credentials (a token,
+// basic auth, a client certificate) besides httpSignature, or with key files and an exec
+// plugin, is refused. Errors are *ConfigError when no plugin ran.
 func NewForRESTConfig(cfg *rest.Config, opts Options) (Source, error) {
+	if opts.HTTPSignature != nil {
+		return newHTTPSignatureSource(cfg, opts.HTTPSignature, opts)
+	}
 	c, err := FromRESTConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -17,14 +17,14 @@ import (
 // SocketPath returns the socket of a proxy answer (unix:///path → /path).
 func SocketPath(p *execcred.ProxyConfig) string { return strings.TrimPrefix(p.URL, "unix://") }
 
-// ConfigFor returns a copy of cfg that sends everything through the exec proxy the
+// configFor returns a copy of cfg that sends everything through the exec proxy the
 // credential describes: the API server's URL stays, TLS trusts the proxy's CA and presents
 // the hop certificate. REST calls and watches dial the proxy's socket directly
 // (rest.Config.Dial); SPDY and WebSocket upgrades, whose dialers honour only
 // rest.Config.Proxy, go through the bridge. cfg's credentials stay behind, but its
 // impersonation (Impersonate-* headers) is kept: it says whom the requests act as, and the
 // proxy passes it on to the API server.
-func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Config, error) {
+func configFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Config, error) {
 	if cred.Proxy == nil {
 		return nil, errors.New("exec proxy: the plugin's answer has no proxyConfig")
 	}
@@ -48,11 +48,11 @@ func ConfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) (*rest.Co
 	return c, nil
 }
 
-// Kubeconfig returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the
+// kubeconfigFor returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the
 // API server of cfg (its Host) through the bridge (proxy-url) and the exec proxy, with
 // cfg's impersonation (as, as-uid, as-groups, as-user-extra). It holds the hop's private
 // key and the bridge's secret: write it only where no other user can read it.
-func Kubeconfig(cfg *rest.Config, cred *execcred.Credential, b *Bridge) *clientcmdapi.Config {
+func kubeconfigFor(cfg *rest.Config, cred *execcred.Credential, b *Bridge) *clientcmdapi.Config {
 	certPEM, keyPEM := cred.CertificatePEM()
 	kc := clientcmdapi.NewConfig()
 	cluster := clientcmdapi.NewCluster()

@@ -200,17 +200,16 @@ func (r *running) credential(t *testing.T) *execcred.Credential {
 // with a bridge for upgrades.
 func proxied(t *testing.T, r *running, upURL string) (*rest.Config, *execproxy.Bridge) {
 	t.Helper()
-	cred := r.credential(t)
-	b, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
+	s, err := execproxy.NewSession(&rest.Config{Host: upURL, BearerToken: "must-not-reach-the-proxy"}, r.credential(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
-	cfg, err := execproxy.ConfigFor(&rest.Config{Host: upURL, BearerToken: "must-not-reach-the-proxy"}, cred, b)
+	t.Cleanup(s.Close)
+	cfg, err := s.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cfg, b
+	return cfg, s.Bridge()
 }
 
 // client returns an HTTP client that reaches up through the proxy.

@@ -33,6 +33,9 @@ type Options struct {
 //
 //   - no exec plugin, or static credentials that take precedence over it (a token, basic
 //     auth, a client certificate, as in client-go): the config as it is;
+//   - a user with an httpSignature block (Credentials.HTTPSignature): each request is signed
+//     in process with the key files' or the plugin's signing material, and carries no
+//     token or client certificate;
 //   - a plugin that answered with a bearer token: kplug's pipeline (execcred.New with
 //     Options.Credentials) adds it to every request and refreshes it, after a 401 too;
 //   - a plugin that answered with a client certificate: for Config, client-go's own exec
@@ -40,8 +43,11 @@ type Options struct {
 //     rotates, on all of client-go's dial paths (REST, SPDY, WebSocket), so client-go runs
 //     the plugin once more itself, as for any client, without spec.lockFilePath; for
 //     Transport, kplug's, which presents the certificate this session already has;
-//   - a plugin that answered with an exec proxy: everything goes through the proxy (see
-//     ConfigFor), with a bridge that starts the proxy again if it dies.
+//   - a plugin that answered with an exec proxy: everything goes through the proxy, with
+//     a bridge that starts the proxy again if it dies. REST calls and watches dial the
+//     proxy's socket directly; SPDY and WebSocket upgrades, whose dialers honour only a
+//     proxy URL, go through the bridge. The config's credentials stay behind, but its
+//     impersonation is kept: the proxy passes it on to the API server.
 //
 // A Session is safe for concurrent use. Close ends it, and with it the proxy.
 type Session struct {
@@ -53,15 +59,21 @@ type Session struct {
 	lock   *Lock
 }
 
-// Connect runs the exec plugin of cfg, if cfg has one that client-go would use, as a client
-// that supports exec proxies: it takes a fresh lock in the runtime directory, passes its
-// path in spec.lockFilePath, and waits for the plugin's answer; for a proxy it starts the
-// bridge. Errors are those of the pipeline (*execcred.PluginError, ...), an invalid exec
+// Connect is the one call from a kubeconfig user to a client, for every kind of credential
+// (see Session). It runs the exec plugin of cfg, if cfg has one that client-go would use,
+// as a client that supports exec proxies: it takes a fresh lock in the runtime directory,
+// passes its path in spec.lockFilePath, and waits for the plugin's answer; for a proxy it
+// starts the bridge. For a user with an httpSignature block (Credentials.HTTPSignature) it
+// fetches the signing material instead.
+// Errors are those of the pipeline (*execcred.PluginError, ...), an invalid exec
 // configuration (*execcred.ConfigError), or the runtime directory's.
 func Connect(ctx context.Context, cfg *rest.Config, o Options) (*Session, error) {
 	s := &Session{cfg: cfg, dir: o.RuntimeDir}
 	if s.dir == "" {
 		s.dir = RuntimeDir(os.Getenv("XDG_RUNTIME_DIR")) //nolint:forbidigo // where clients keep locks, as the exec proxy specification says
+	}
+	if o.Credentials.HTTPSignature != nil {
+		return s, s.sign(ctx, o)
 	}
 	if cfg.ExecProvider == nil || execcred.HasStaticCredentials(cfg) {
 		return s, nil
@@ -90,6 +102,32 @@ func Connect(ctx context.Context, cfg *rest.Config, o Options) (*Session, error)
 		return nil, err
 	}
 	return s, nil
+}
+
+// sign makes s sign requests with the signing material of the user's httpSignature block,
+// fetched now so that a bad key or plugin fails here rather than at the first request.
+func (s *Session) sign(ctx context.Context, o Options) (err error) {
+	if s.src, err = execcred.NewForRESTConfig(s.cfg, o.Credentials); err != nil {
+		return err
+	}
+	s.cred, err = s.src.Credential(ctx, nil)
+	return err
+}
+
+// NewSession returns a Session through an exec proxy that is already running, from its
+// answer (a Credential with Proxy set) obtained elsewhere, e.g. by a program that ran the
+// plugin itself. It starts the bridge and runs no plugin: a proxy that dies is not started
+// again. Close stops the bridge. A credential without a proxy is refused with an error
+// wrapping ErrNotProxied.
+func NewSession(cfg *rest.Config, cred *execcred.Credential) (*Session, error) {
+	if cred == nil || cred.Proxy == nil {
+		return nil, fmt.Errorf("%w: the credential has no proxyConfig", ErrNotProxied)
+	}
+	b, err := NewBridge(SocketPath(cred.Proxy), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{cfg: cfg, cred: cred, bridge: b}, nil
 }
 
 // restart runs the plugin again for a proxy that refuses connections, and returns the
@@ -124,12 +162,12 @@ func (s *Session) Bridge() *Bridge { return s.bridge }
 // same credentials, and keep cfg's impersonation.
 func (s *Session) Config() (*rest.Config, error) {
 	switch {
+	case s.bridge != nil:
+		return configFor(s.cfg, s.cred, s.bridge)
 	case s.src == nil:
 		c := rest.CopyConfig(s.cfg)
 		c.ExecProvider = nil // static credentials win, as in client-go
 		return c, nil
-	case s.bridge != nil:
-		return ConfigFor(s.cfg, s.cred, s.bridge)
 	case s.cred.Certificate != nil:
 		return rest.CopyConfig(s.cfg), nil // client-go's exec provider presents it
 	}
@@ -144,7 +182,7 @@ func (s *Session) Config() (*rest.Config, error) {
 // for an interactive plugin); otherwise it is the transport client-go builds from Config.
 // It retries a request once after a 401 that made the plugin's token refresh.
 func (s *Session) Transport() (http.RoundTripper, error) {
-	if s.src != nil && s.bridge == nil && s.cred.Certificate != nil {
+	if s.src != nil && s.bridge == nil && (s.cred.Certificate != nil || s.cred.HTTPSignature != nil) {
 		return execcred.HTTPTransport(s.cfg, s.src)
 	}
 	c, err := s.Config()
@@ -155,16 +193,20 @@ func (s *Session) Transport() (http.RoundTripper, error) {
 }
 
 // Kubeconfig returns a kubeconfig for unmodified clients (kubectl, helm) that reaches the
-// API server through the bridge and the proxy (see the package function Kubeconfig). It
-// fails, with an error wrapping ErrNotProxied, when there is no proxy.
+// API server of the config (its Host) through the bridge (proxy-url) and the exec proxy,
+// with the config's impersonation (as, as-uid, as-groups, as-user-extra). It holds the
+// hop's private key and the bridge's secret: write it only where no other user can read
+// it (WriteKubeconfig does). It fails, with an error wrapping ErrNotProxied, when there is no proxy.
 func (s *Session) Kubeconfig() (*clientcmdapi.Config, error) {
 	switch {
+	case s.bridge != nil:
+		return kubeconfigFor(s.cfg, s.cred, s.bridge), nil
 	case s.src == nil:
 		return nil, fmt.Errorf("%w: the config has no exec plugin that a client would run", ErrNotProxied)
-	case s.bridge == nil:
-		return nil, fmt.Errorf("%w: the exec plugin answered with a credential", ErrNotProxied)
+	case s.cred.HTTPSignature != nil:
+		return nil, fmt.Errorf("%w: the user signs requests (httpSignature), which only a client that signs can do", ErrNotProxied)
 	}
-	return Kubeconfig(s.cfg, s.cred, s.bridge), nil
+	return nil, fmt.Errorf("%w: the exec plugin answered with a credential", ErrNotProxied)
 }
 
 // WriteKubeconfig writes Kubeconfig to a 0600 file in a fresh 0700 directory of the

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/internal/execcache"
@@ -79,15 +78,25 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
-	cfg, err := o.kubeconfig.restConfig(g)
+	u, err := o.kubeconfig.load(g, "")
 	if err != nil {
 		return err
 	}
-	src, done, err := o.source(ctx, g, cfg)
-	if err != nil {
-		return err
+	defer u.Close()
+	cfg, h := u.cfg, u.opts.HTTPSignature
+	switch {
+	case h != nil:
+		g.log.Debug("httpSignature: fetching signing material", "keyFiles", h.HasKeyFiles())
+	case cfg.ExecProvider == nil:
+		return invalidConfig(fmt.Errorf("the context's user has no exec credential plugin"))
+	case execcred.HasStaticCredentials(cfg):
+		g.log.Warn("the context's user also has static credentials; clients use those and never run the plugin")
 	}
-	defer done()
+	// The user's source, whatever the plugin or the httpSignature block gives: one call.
+	src, err := execcred.NewForRESTConfig(cfg, u.opts)
+	if err != nil {
+		return pluginFailed(err)
+	}
 	cred, err := src.Credential(ctx, nil)
 	if err != nil {
 		return pluginFailed(err)
@@ -101,31 +110,6 @@ func (o *credentialOptions) run(ctx context.Context, g *globals, out io.Writer) 
 		return output.Write(out, o.output, s)
 	}
 	return printCredential(out, s, time.Now())
-}
-
-// source is the context user's exec plugin pipeline, or, for a user with an
-// httpSignature block, the source of its signing material (key files or the plugin).
-func (o *credentialOptions) source(ctx context.Context, g *globals, cfg *rest.Config) (execcred.Source, func(), error) {
-	h, err := o.kubeconfig.httpSignature()
-	if err != nil {
-		return nil, nil, err
-	}
-	if h != nil {
-		g.log.Debug("httpSignature: fetching signing material", "keyFiles", h.HasKeyFiles())
-		return o.kubeconfig.signingSource(ctx, g, cfg, h, "")
-	}
-	if cfg.ExecProvider == nil {
-		return nil, nil, invalidConfig(fmt.Errorf("the context's user has no exec credential plugin"))
-	}
-	if execcred.HasStaticCredentials(cfg) {
-		g.log.Warn("the context's user also has static credentials; clients use those and never run the plugin")
-	}
-	src, err := execcred.NewForRESTConfig(cfg, o.kubeconfig.credentialOptions(g, ""))
-	if err != nil {
-		return nil, nil, invalidConfig(err)
-	}
-	g.log.Debug("running exec plugin", "command", cfg.ExecProvider.Command)
-	return src, func() {}, nil
 }
 
 func summarize(command, apiVersion string, c *execcred.Credential, showToken bool) credentialSummary {

@@ -247,9 +247,7 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 }
 
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loadingRules(kubeconfig), nil).ClientConfig()
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("kubeconfig: %w", err))
 	}

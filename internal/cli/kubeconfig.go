@@ -33,16 +33,36 @@ func (o *kubeconfigOptions) AddFlags(cmd *cobra.Command) {
 	o.kuberc.AddFlags(cmd.Flags())
 }
 
-// restConfig loads the context as kubectl would: KUBECONFIG merging, relative paths
-// against each file's directory, and kuberc's credential plugin policy on the exec
-// provider, where kplug's runtime and client-go's both enforce it. An unusable kubeconfig
-// or kuberc is a configuration error (exit 2).
-func (o *kubeconfigOptions) restConfig(g *globals) (*rest.Config, error) {
+// user is a kubeconfig context loaded as kubectl loads it, and the credential pipeline
+// options for its user. Close it when done: it holds the keys a pkcs11: keyFile opened.
+type user struct {
+	cfg     *rest.Config
+	opts    execcred.Options
+	closers []io.Closer
+}
+
+// Close releases the keys the user's httpSignature block opened.
+func (u *user) Close() {
+	for _, c := range u.closers {
+		_ = c.Close()
+	}
+}
+
+// load is the CLI's one kubeconfig loader. It loads the context as kubectl would
+// (KUBECONFIG merging, relative paths against each file's directory), puts kuberc's
+// credential plugin policy on the exec provider, where kplug's runtime and client-go's
+// both enforce it, and reads the user's httpSignature block, which clientcmd drops, from
+// the same files. The options are kplug's pipeline (credentialOptions), with keyFile URIs
+// opened as proxy-plugin --sign-key opens them (pkcs11:). An unusable kubeconfig or
+// kuberc is a configuration error (exit 2). stdinUse, if set, says why a plugin may not
+// read stdin.
+func (o *kubeconfigOptions) load(g *globals, stdinUse string) (*user, error) {
 	rc, err := o.kuberc.load(g.log.Warn)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := o.clientConfig().ClientConfig()
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules(), &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
 	}
@@ -50,25 +70,8 @@ func (o *kubeconfigOptions) restConfig(g *globals) (*rest.Config, error) {
 	if rc.Path != "" {
 		g.log.Debug("kuberc", "file", rc.Path, "credentialPluginPolicy", rc.Policy().String())
 	}
-	return cfg, nil
-}
-
-// loadingRules are kubectl's: --kubeconfig, else $KUBECONFIG merged, else ~/.kube/config.
-func (o *kubeconfigOptions) loadingRules() *clientcmd.ClientConfigLoadingRules {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.path
-	return rules
-}
-
-func (o *kubeconfigOptions) clientConfig() clientcmd.ClientConfig {
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules(), &clientcmd.ConfigOverrides{CurrentContext: o.context})
-}
-
-// httpSignature returns the httpSignature block (KEP-6308) of the context's user, which
-// clientcmd drops, read from the same files in the same order; nil when it has none. Call
-// it after restConfig, which reports a kubeconfig that does not load.
-func (o *kubeconfigOptions) httpSignature() (*execcred.HTTPSignature, error) {
-	raw, err := o.clientConfig().RawConfig()
+	u := &user{cfg: cfg, opts: o.credentialOptions(g, stdinUse)}
+	raw, err := cc.RawConfig()
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
 	}
@@ -76,53 +79,41 @@ func (o *kubeconfigOptions) httpSignature() (*execcred.HTTPSignature, error) {
 	if name == "" {
 		name = raw.CurrentContext
 	}
-	kctx := raw.Contexts[name]
-	if kctx == nil || kctx.AuthInfo == "" {
-		return nil, nil
-	}
-	h, err := execcred.LoadHTTPSignature(o.loadingRules().GetLoadingPrecedence(), kctx.AuthInfo)
-	if err != nil {
-		return nil, invalidConfig(err)
-	}
-	return h, nil
-}
-
-// signingSource is the source of the signing material of a user with an httpSignature
-// block (execcred.NewHTTPSignatureSource), with kplug's pipeline options and keyFile URIs
-// opened as proxy-plugin --sign-key opens them (pkcs11:). It fetches the first material
-// now, so that a bad key or plugin fails here, not in the middle of a request. Call
-// done when finished with it.
-func (o *kubeconfigOptions) signingSource(ctx context.Context, g *globals, cfg *rest.Config, h *execcred.HTTPSignature, stdinUse string) (src execcred.Source, done func(), err error) {
-	var closers []io.Closer
-	done = func() {
-		for _, c := range closers {
-			_ = c.Close()
+	if kctx := raw.Contexts[name]; kctx != nil && kctx.AuthInfo != "" {
+		if u.opts.HTTPSignature, err = execcred.LoadHTTPSignature(o.loadingRules().GetLoadingPrecedence(), kctx.AuthInfo); err != nil {
+			return nil, invalidConfig(err)
 		}
 	}
-	opts := o.credentialOptions(g, stdinUse)
-	opts.OpenKey = func(uri string) (crypto.Signer, error) {
+	u.opts.OpenKey = func(uri string) (crypto.Signer, error) {
 		key, closer, err := keys.OpenSigner(uri, keyOptions())
 		if err == nil {
-			closers = append(closers, closer)
+			u.closers = append(u.closers, closer)
 		}
 		return key, err
 	}
-	if src, err = execcred.NewHTTPSignatureSource(cfg, h, opts); err == nil {
-		_, err = src.Credential(ctx, nil)
-	}
-	if err != nil {
-		done()
-		return nil, nil, pluginFailed(err)
-	}
-	g.log.Debug("httpSignature: signing each request in process", "keyFiles", h.HasKeyFiles())
-	return src, done, nil
+	return u, nil
 }
 
-// connect runs the context's exec plugin, if a client would run one, as a client that
-// supports exec proxies (execproxy.Connect), with everything beyond client-go turned on.
-// stdinUse, if set, says why the plugin may not read stdin. Close the session when done.
-func (o *kubeconfigOptions) connect(ctx context.Context, g *globals, cfg *rest.Config, stdinUse string) (*execproxy.Session, error) {
-	s, err := execproxy.Connect(ctx, cfg, execproxy.Options{Credentials: o.credentialOptions(g, stdinUse)})
+// loadingRules are kubectl's: --kubeconfig, else $KUBECONFIG merged, else ~/.kube/config.
+func (o *kubeconfigOptions) loadingRules() *clientcmd.ClientConfigLoadingRules {
+	return loadingRules(o.path)
+}
+
+// loadingRules are kubectl's for an explicit kubeconfig path (may be empty).
+func loadingRules(path string) *clientcmd.ClientConfigLoadingRules {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	return rules
+}
+
+// connect connects as the context's user (execproxy.Connect: one call for every kind of
+// credential, the httpSignature block included), as a client that supports exec proxies,
+// with everything beyond client-go turned on. Close the session, then the user, when done.
+func (u *user) connect(ctx context.Context, g *globals) (*execproxy.Session, error) {
+	if h := u.opts.HTTPSignature; h != nil {
+		g.log.Debug("httpSignature: signing each request in process", "keyFiles", h.HasKeyFiles())
+	}
+	s, err := execproxy.Connect(ctx, u.cfg, execproxy.Options{Credentials: u.opts})
 	if err != nil {
 		return nil, pluginFailed(err)
 	}

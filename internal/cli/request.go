@@ -11,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-
-	"github.com/kplug/kplug/execcred"
 )
 
 type requestOptions struct {
@@ -57,15 +55,17 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 	if err != nil {
 		return err
 	}
-	cfg, err := o.kubeconfig.restConfig(g)
-	if err != nil {
-		return err
-	}
 	stdinUse := ""
 	if o.data == "-" {
 		stdinUse = "used by the request body (--data -)"
 	}
-	rt, done, err := o.transport(ctx, g, cfg, stdinUse)
+	u, err := o.kubeconfig.load(g, stdinUse)
+	if err != nil {
+		return err
+	}
+	defer u.Close()
+	cfg := u.cfg
+	rt, done, err := transport(ctx, g, u)
 	if err != nil {
 		return err
 	}
@@ -96,26 +96,11 @@ func (o *requestOptions) run(ctx context.Context, g *globals, path string, out i
 	return nil
 }
 
-// transport authenticates requests as the context's user: signed in process when the user
-// has an httpSignature block, else through an exec proxy session. Call done after the
-// request.
-func (o *requestOptions) transport(ctx context.Context, g *globals, cfg *rest.Config, stdinUse string) (rt http.RoundTripper, done func(), err error) {
-	h, err := o.kubeconfig.httpSignature()
-	if err != nil {
-		return nil, nil, err
-	}
-	if h != nil {
-		src, done, err := o.kubeconfig.signingSource(ctx, g, cfg, h, stdinUse)
-		if err != nil {
-			return nil, nil, err
-		}
-		if rt, err = execcred.HTTPTransport(cfg, src); err != nil {
-			done()
-			return nil, nil, invalidConfig(err) // the kubeconfig's TLS settings
-		}
-		return rt, done, nil
-	}
-	session, err := o.kubeconfig.connect(ctx, g, cfg, stdinUse)
+// transport authenticates requests as the context's user, whatever its credential (an
+// exec plugin's token, certificate or proxy, or an httpSignature block): one session.
+// Call done after the request.
+func transport(ctx context.Context, g *globals, u *user) (rt http.RoundTripper, done func(), err error) {
+	session, err := u.connect(ctx, g)
 	if err != nil {
 		return nil, nil, err
 	}

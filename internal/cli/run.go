@@ -39,11 +39,12 @@ kplug's.`,
 }
 
 func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
-	cfg, err := o.kubeconfig.restConfig(g)
+	u, err := o.kubeconfig.load(g, "")
 	if err != nil {
 		return err
 	}
-	session, err := o.kubeconfig.connect(ctx, g, cfg, "")
+	defer u.Close()
+	session, err := u.connect(ctx, g)
 	if err != nil {
 		return err
 	}

@@ -137,11 +137,11 @@ func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Op
 	if err != nil {
 		b.Fatal(err)
 	}
-	bridge, err := execproxy.NewBridge(execproxy.SocketPath(cred.Proxy), nil, nil)
+	session, err := execproxy.NewSession(&rest.Config{Host: upstream.Host}, cred)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := execproxy.ConfigFor(&rest.Config{Host: upstream.Host}, cred, bridge)
+	cfg, err := session.Config()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Op
 	}
 	b.Cleanup(func() {
 		client.CloseIdleConnections()
-		_ = bridge.Close()
+		session.Close()
 		cancel()
 		if err := <-done; err != nil {
 			b.Errorf("Serve: %v", err)
