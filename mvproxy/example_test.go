@@ -48,7 +48,7 @@ func ExampleHandler() {
 	dir.MarkPeersSynced()
 
 	local := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "local") })
-	filter, err := mvproxy.NewHandler(mvproxy.Options{
+	filter, err := mvproxy.NewHandler(mvproxy.HandlerOptions{
 		Local:         local,
 		Directory:     dir,
 		PeerTransport: peer.Client().Transport, // in a cluster: the peer CA, DefaultPeerServerName, the proxy client certificate

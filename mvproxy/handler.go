@@ -23,8 +23,8 @@ import (
 // retryAfterSeconds is what a client is told to wait while the caches sync.
 const retryAfterSeconds = 1
 
-// Options configure a Handler.
-type Options struct {
+// HandlerOptions configure a Handler.
+type HandlerOptions struct {
 	// Local serves what this server serves: the rest of a k8s.io/apiserver handler chain,
 	// or a reverse proxy to the local kube-apiserver. Required.
 	Local http.Handler
@@ -41,7 +41,7 @@ type Options struct {
 	// RefreshLocal, if set, is called when a resource is found on no server, so that a
 	// resource the local server started serving since the last refresh (a new CRD) is not
 	// answered with 404 or sent to a peer. It must limit how often it really refreshes
-	// (sidecar.LocalCache.Refresh does).
+	// (sidecar.LocalDiscovery.Refresh does).
 	RefreshLocal func(context.Context) error
 	// Metrics, if set, records the proxy's metrics.
 	Metrics *Metrics
@@ -52,7 +52,7 @@ type Options struct {
 // Handler routes each request to the local handler or a capable peer and serves the
 // peer-aggregated discovery document. It is safe for concurrent use.
 type Handler struct {
-	o      Options
+	o      HandlerOptions
 	log    *slog.Logger
 	peer   *httputil.ReverseProxy
 	merged *discovery.MergedHandler
@@ -61,7 +61,7 @@ type Handler struct {
 }
 
 // NewHandler checks o and returns the handler.
-func NewHandler(o Options) (*Handler, error) {
+func NewHandler(o HandlerOptions) (*Handler, error) {
 	var missing []string
 	if o.Local == nil {
 		missing = append(missing, "Local")

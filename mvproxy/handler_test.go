@@ -15,7 +15,7 @@ import (
 // from the request context (here a header set by the test's "authentication").
 func newFilter(t testing.TB, dir *Directory, local http.Handler) *Handler {
 	t.Helper()
-	h, err := NewHandler(Options{
+	h, err := NewHandler(HandlerOptions{
 		Local: local, Directory: dir, PeerTransport: http.DefaultTransport,
 		Identify: func(r *http.Request) (Caller, error) {
 			return Caller{User: &Identity{Name: r.Header.Get("Test-User")}}, nil
@@ -88,7 +88,7 @@ func TestHandlerRefreshesLocalOnMiss(t *testing.T) {
 
 func TestNewHandlerRequiresOptions(t *testing.T) {
 	t.Parallel()
-	_, err := NewHandler(Options{})
+	_, err := NewHandler(HandlerOptions{})
 	if err == nil || err.Error() != "mvproxy: NewHandler: missing [Local Directory PeerTransport Identify]" {
 		t.Errorf("error %v", err)
 	}

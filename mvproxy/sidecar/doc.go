@@ -8,7 +8,7 @@
 // kube-apiserver's server limits, where clients get the serving certificate and peers
 // (who ask for the peer server name) the peer certificate, both read again when their
 // files change (CertificateFiles); and three loops that keep the handler's
-// mvproxy.Directory true. LocalCache reads the local apiserver's own discovery
+// mvproxy.Directory true. LocalDiscovery reads the local apiserver's own discovery
 // periodically, and on demand when a request names a resource nobody is known to serve.
 // LeaseKeeper advertises this sidecar's address in an identity Lease, and deletes the
 // Leases of sidecars nobody renews. PeerWatcher follows the other sidecars' Leases and
@@ -22,5 +22,5 @@
 // Lease and returns.
 //
 // A k8s.io/apiserver-based server that installs the mvproxy filter itself can use
-// LocalCache, LeaseKeeper and PeerWatcher to fill its Directory the same way.
+// LocalDiscovery, LeaseKeeper and PeerWatcher to fill its Directory the same way.
 package sidecar

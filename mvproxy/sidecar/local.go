@@ -126,10 +126,10 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// LocalCache keeps the Directory's local discovery fresh: Run refreshes it periodically,
-// Refresh on demand (mvproxy.Options.RefreshLocal), at most once per MinInterval. Its
+// LocalDiscovery keeps the Directory's local discovery fresh: Run refreshes it periodically,
+// Refresh on demand (mvproxy.HandlerOptions.RefreshLocal), at most once per MinInterval. Its
 // fields must not change once in use; it is safe for concurrent use.
-type LocalCache struct {
+type LocalDiscovery struct {
 	Directory *mvproxy.Directory
 	// Fetch reads the local server's own discovery (see discovery.Fetch).
 	Fetch func(context.Context) (*discovery.Document, error)
@@ -154,7 +154,7 @@ type LocalCache struct {
 
 // RefreshSoon starts a Refresh in the background, unless one it started is under way;
 // it never blocks. Like Refresh, it fetches at most once per MinInterval.
-func (c *LocalCache) RefreshSoon() {
+func (c *LocalDiscovery) RefreshSoon() {
 	if !c.refreshing.CompareAndSwap(false, true) {
 		return
 	}
@@ -167,7 +167,7 @@ func (c *LocalCache) RefreshSoon() {
 // Refresh fetches the local discovery unless it was fetched less than MinInterval ago,
 // in which case it returns that fetch's error. Concurrent callers share one fetch; each
 // waits for it as long as its own ctx allows.
-func (c *LocalCache) Refresh(ctx context.Context) error {
+func (c *LocalDiscovery) Refresh(ctx context.Context) error {
 	if recent, lastErr := c.recent(); recent {
 		return lastErr
 	}
@@ -183,14 +183,14 @@ func (c *LocalCache) Refresh(ctx context.Context) error {
 }
 
 // recent reports whether the last fetch ended less than MinInterval ago, and its error.
-func (c *LocalCache) recent() (bool, error) {
+func (c *LocalDiscovery) recent() (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.last.IsZero() && time.Since(c.last) < c.MinInterval, c.lastErr
 }
 
 // fetch runs detached from the callers (see Refresh), bounded by Timeout.
-func (c *LocalCache) fetch(ctx context.Context) (struct{}, error) {
+func (c *LocalDiscovery) fetch(ctx context.Context) (struct{}, error) {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -218,7 +218,7 @@ func (c *LocalCache) fetch(ctx context.Context) (struct{}, error) {
 
 // Run refreshes every Interval until ctx ends; the first refresh is at once, and is
 // retried every second until it succeeds.
-func (c *LocalCache) Run(ctx context.Context) {
+func (c *LocalDiscovery) Run(ctx context.Context) {
 	for c.Directory.Local() == nil {
 		if c.forceRefresh(ctx) == nil {
 			break
@@ -241,7 +241,7 @@ func (c *LocalCache) Run(ctx context.Context) {
 	}
 }
 
-func (c *LocalCache) forceRefresh(ctx context.Context) error {
+func (c *LocalDiscovery) forceRefresh(ctx context.Context) error {
 	c.mu.Lock()
 	c.last = time.Time{}
 	c.mu.Unlock()

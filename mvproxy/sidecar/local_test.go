@@ -12,7 +12,7 @@ import (
 	"github.com/kplug/kplug/mvproxy/discovery"
 )
 
-// Issue 13: LocalCache ran its shared fetch with the first caller's context, so a client
+// Issue 13: LocalDiscovery ran its shared fetch with the first caller's context, so a client
 // that gave up cancelled the refresh the others waited for, and the cancellation was
 // remembered as the refresh's failure for MinInterval.
 func TestLocalCacheCallerGivesUp(t *testing.T) {
@@ -20,7 +20,7 @@ func TestLocalCacheCallerGivesUp(t *testing.T) {
 		dir := mvproxy.NewDirectory("self")
 		release := make(chan struct{})
 		fetches := 0
-		c := &LocalCache{
+		c := &LocalDiscovery{
 			Directory: dir, Interval: time.Hour, MinInterval: time.Minute,
 			Fetch: func(ctx context.Context) (*discovery.Document, error) {
 				fetches++
@@ -56,7 +56,7 @@ func TestLocalCacheCallerGivesUp(t *testing.T) {
 // A fetch that hangs is bounded by Timeout, not by a caller.
 func TestLocalCacheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := &LocalCache{
+		c := &LocalDiscovery{
 			Directory: mvproxy.NewDirectory("self"), Interval: time.Hour, MinInterval: time.Minute, Timeout: 5 * time.Second,
 			Fetch: func(ctx context.Context) (*discovery.Document, error) {
 				<-ctx.Done()

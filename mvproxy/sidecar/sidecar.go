@@ -89,7 +89,7 @@ type Options struct {
 type Sidecar struct {
 	o     Options
 	dir   *mvproxy.Directory
-	local *LocalCache
+	local *LocalDiscovery
 	// renewLease asks the LeaseKeeper to renew at once: the local discovery changed.
 	renewLease chan struct{}
 	handler    http.Handler
@@ -134,7 +134,7 @@ func New(o Options) (*Sidecar, error) {
 	})
 	s.transport = []*http.Transport{localPlain, localProxy, s.peers}
 
-	s.local = &LocalCache{
+	s.local = &LocalDiscovery{
 		Directory: s.dir,
 		Fetch: func(ctx context.Context) (*discovery.Document, error) {
 			return discovery.Fetch(ctx, o.LocalClient, o.LocalURL, nil)
@@ -152,7 +152,7 @@ func New(o Options) (*Sidecar, error) {
 			}
 		},
 	}
-	s.handler, err = mvproxy.NewHandler(mvproxy.Options{
+	s.handler, err = mvproxy.NewHandler(mvproxy.HandlerOptions{
 		Local:         newLocalProxy(local, localPlain, localProxy, s.dir, o.Metrics, o.Logger, s.local.RefreshSoon),
 		Directory:     s.dir,
 		PeerTransport: s.peers,

@@ -35,7 +35,7 @@ func TestFilterInAPIServerChain(t *testing.T) {
 	dir.SetPeerDocument("peer", "h", discovery.NewDocument(list(groups(1, 1, 1)), nil))
 
 	local := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served locally") })
-	filter, err := mvproxy.NewHandler(mvproxy.Options{
+	filter, err := mvproxy.NewHandler(mvproxy.HandlerOptions{
 		Local: local, Directory: dir, PeerTransport: peer.Client().Transport,
 		Identify: func(r *http.Request) (mvproxy.Caller, error) {
 			u, ok := request.UserFrom(r.Context())

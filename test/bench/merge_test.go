@@ -94,7 +94,7 @@ func BenchmarkMergedDiscovery(b *testing.B) {
 			dir.SetPeer(mvproxy.PeerInfo{ID: id, Address: "127.0.0.1:1", Holder: "h"})
 			dir.SetPeerDocument(id, "h", discovery.NewDocument(list(g), nil))
 		}
-		h, err := mvproxy.NewHandler(mvproxy.Options{
+		h, err := mvproxy.NewHandler(mvproxy.HandlerOptions{
 			Local: rm, Directory: dir, PeerTransport: http.DefaultTransport,
 			Identify: func(*http.Request) (mvproxy.Caller, error) { return mvproxy.Caller{}, nil },
 		})
@@ -135,7 +135,7 @@ func TestSecurityMergedETagMatchesUpstream(t *testing.T) {
 	dir := mvproxy.NewDirectory("a")
 	dir.SetLocal(discovery.NewDocument(list(local), nil))
 	dir.MarkPeersSynced()
-	h, err := mvproxy.NewHandler(mvproxy.Options{
+	h, err := mvproxy.NewHandler(mvproxy.HandlerOptions{
 		Local: rm, Directory: dir, PeerTransport: http.DefaultTransport,
 		Identify: func(*http.Request) (mvproxy.Caller, error) { return mvproxy.Caller{}, nil },
 	})
