@@ -37,5 +37,6 @@
 // Errors say what failed, on which plugin: Plugin's are *PluginError, unwrapping to
 // execplugin's typed errors (*execplugin.ExitError, *execplugin.NotFoundError,
 // *execplugin.TimeoutError, ...), to a *kuberc.DeniedError, or to the decoding error;
-// WithBackoff's are *BackoffError.
+// WithBackoff's are *BackoffError. A plugin that fails may say why, with a metav1.Status on
+// stdout (wire.Failure): its message is then the error's, through a *StatusError.
 package execcred

@@ -17,8 +17,10 @@ import (
 )
 
 // The test binary, re-executed, is the fake plugin of these tests (internal/exectest).
+// Its behaviour "sdk-status" is a plugin written with execcred/plugin that explains its
+// failure (sdkStatusPlugin).
 func TestMain(m *testing.M) {
-	exectest.Main(nil)
+	exectest.Main(map[string]func() int{"sdk-status": sdkStatusPlugin})
 	goleak.VerifyTestMain(m)
 }
 

@@ -195,3 +195,46 @@ func TestOutputDecodingMatchesClientGo(t *testing.T) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestFailureStatusAgainstClientGo (issue 28, kubernetes/kubernetes#139150): the same
+// failing plugins, one written with the SDK and one by hand, through client-go at the
+// version go.mod pins and through kplug. client-go v0.36.3 has no ExecPluginStatusError
+// gate: it reports the exit code alone, the status it cannot read is lost, and the user
+// sees only the plugin's stderr, which client-go passes through. kplug shows the message.
+// When a client-go upgrade reads the status, the first check fails: then compare the
+// messages instead.
+func TestFailureStatusAgainstClientGo(t *testing.T) {
+	t.Parallel()
+	srv := newTokenServer(t)
+	for _, tt := range []struct {
+		name string
+		fake func(*exectest.Plugin)
+		code int
+		msg  string
+	}{
+		{"SDK", func(p *exectest.Plugin) { p.Behaviour("sdk-status") }, 1, sdkMessage},
+		{"by hand", func(p *exectest.Plugin) {
+			p.Stdout(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no session","reason":"Unauthorized","code":401}`).Exit(2)
+		}, 2, "no session"},
+	} {
+		f := exectest.New(t)
+		tt.fake(f)
+		cfg := kubeconfig(t, f, srv.URL, srv.caPEM(), "", "", V1)
+		theirs := exectest.ClientGoGet(t, cfg, srv.URL)
+		want := fmt.Sprintf("Get %q: getting credentials: exec: executable %s failed with exit code %d", srv.URL, f.Path(), tt.code)
+		if theirs == nil || theirs.Error() != want {
+			t.Errorf("%s: client-go: %v\nwant %s", tt.name, theirs, want)
+		}
+		ours, err := FromRESTConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = newSource(t, *ours, Options{}).Credential(t.Context(), nil)
+		if want := fmt.Sprintf("execcred: plugin %q exited with code %d: %s", f.Path(), tt.code, tt.msg); err == nil || err.Error() != want {
+			t.Errorf("%s: kplug: %v\nwant %s", tt.name, err, want)
+		}
+		if f.Runs() != 2 {
+			t.Errorf("%s: %d runs, want one by each", tt.name, f.Runs())
+		}
+	}
+}

@@ -116,7 +116,7 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 	}
 	res, err := runner.Run(ctx, cmd)
 	if err != nil {
-		return nil, err // execplugin errors name the plugin
+		return nil, explained(err) // execplugin errors name the plugin
 	}
 	cred, err := DecodeOutput(p.cfg.APIVersion, res.Stdout)
 	if err == nil {
@@ -192,7 +192,8 @@ func (p *Plugin) wrap(err error) error {
 
 // PluginError is every error Plugin.Credential returns. Unwrap reaches the execplugin
 // error (*execplugin.ExitError, *execplugin.NotFoundError, *execplugin.TimeoutError and
-// the others) or the decoding error.
+// the others), a *StatusError before the *execplugin.ExitError when the plugin said why it
+// failed, or the decoding error.
 type PluginError struct {
 	Command string
 	Err     error  // names the plugin already

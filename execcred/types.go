@@ -23,6 +23,8 @@ type (
 	Response = wire.Response
 	// Status is wire.Status: the plugin's answer.
 	Status = wire.Status
+	// Failure is wire.Failure: why a failing plugin says it failed.
+	Failure = wire.Failure
 	// ProxyConfig is wire.ProxyConfig: where an exec proxy listens.
 	ProxyConfig = wire.ProxyConfig
 	// ExecCredential is wire.ExecCredential: the wire object.

@@ -11,7 +11,8 @@
 //     v1beta1 or v1alpha1) as kubectl does, with credentialPluginPolicy and
 //     credentialPluginAllowlist (entries' command, or the deprecated name).
 //   - Policy.Validate refuses what client-go refuses, and Policy.Check decides, before each
-//     run, whether a plugin command may run, with client-go's error messages.
+//     run, whether a plugin command may run, with client-go's error messages (and, for an
+//     allowlist kubectl kuberc set left beside another policy, what to do about it).
 //
 // The package imports only the standard library and the two small YAML and JSON
 // libraries kubectl's own decoder is built on, so that a program that starts for every

@@ -115,6 +115,10 @@ func TestLoad(t *testing.T) {
 		{name: "name and command differ, default", file: fixture(t, "name-conflict.yaml"), wantWarnings: []string{"entry #2: both `Name` and `Command`"}},
 		{name: "misspelt policy field: a warning, allow all", file: fixture(t, "policy-misspelt.yaml"), explicit: true, wantWarnings: []string{`unknown field "credentialPluginPolicyy"`}},
 		{name: "invalid policy", file: fixture(t, "allowlist-empty.yaml"), wantErr: `invalid plugin policy: credential plugin policy set to "Allowlist", but allowlist is empty; use "DenyAll" policy instead`},
+		// kubernetes/kubernetes#142564: as kubectl kuberc set before 1.38 left it, after
+		// --policy Allowlist then --policy AllowAll. Still invalid; the message says why.
+		{name: "leftover allowlist", file: fixture(t, "allowall-leftover-allowlist.yaml"), wantErr: `invalid plugin policy: misconfigured credential plugin allowlist: plugin policy is "AllowAll" but allowlist is non-nil; ` +
+			`credentialPluginAllowlist ["cloud-credential-helper"] is left over beside credentialPluginPolicy: AllowAll (kubectl kuberc set before 1.38 keeps the list when it changes the policy): delete the list, or set credentialPluginPolicy: Allowlist to use it`},
 		{
 			name: "misspelt allowlist: invalid, and the warning says why", file: fixture(t, "allowlist-misspelt.yaml"), explicit: true,
 			wantWarnings: []string{`unknown field "credentialPluginAllowList"`}, wantErr: "allowlist is unspecified",

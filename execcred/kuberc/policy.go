@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -35,19 +36,52 @@ type Policy struct {
 	Allowlist []AllowlistEntry
 }
 
-// InvalidPolicyError is a Policy that Validate refuses. Its message is client-go's.
-type InvalidPolicyError struct{ Err error }
+// InvalidPolicyError is a Policy that Validate refuses. Err's message is client-go's, word
+// for word; Hint, when kplug knows one, says what to do about it, after client-go's words.
+type InvalidPolicyError struct {
+	Err  error
+	Hint string
+}
 
-func (e *InvalidPolicyError) Error() string { return "invalid plugin policy: " + e.Err.Error() }
+func (e *InvalidPolicyError) Error() string {
+	msg := "invalid plugin policy: " + e.Err.Error()
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
 func (e *InvalidPolicyError) Unwrap() error { return e.Err }
 
 // Validate checks the policy as client-go does when it builds an exec authenticator (and
 // kubectl when it reads kuberc). Its error is an *InvalidPolicyError.
 func (p Policy) Validate() error {
 	if err := p.validate(); err != nil {
-		return &InvalidPolicyError{Err: err}
+		return &InvalidPolicyError{Err: err, Hint: p.leftoverHint()}
 	}
 	return nil
+}
+
+// leftoverHint explains an allowlist beside a policy that is not Allowlist, which client-go
+// refuses as "allowlist is non-nil" without naming the list. kubectl kuberc set wrote such
+// files: from 1.36 (kubernetes/kubectl cce0d1aef, #137300) until 1.38
+// (kubernetes/kubernetes#142564), `--section credentialplugin --policy AllowAll` or
+// `DenyAll` set the policy and kept the allowlist an earlier `--policy Allowlist` had
+// written. The file stays invalid, as in client-go: only its owner knows which of the two
+// was meant.
+func (p Policy) leftoverHint() string {
+	if p.Allowlist == nil || p.Type == Allowlist {
+		return ""
+	}
+	cmds := make([]string, len(p.Allowlist))
+	for i, e := range p.Allowlist {
+		cmds[i] = strconv.Quote(e.Command) // unchecked under this policy: keep it on one line
+	}
+	list := "credentialPluginAllowlist [" + strings.Join(cmds, " ") + "]"
+	if p.Type == "" {
+		return list + " applies only with credentialPluginPolicy: Allowlist: set that policy to use the list, or delete the list"
+	}
+	return fmt.Sprintf("%s is left over beside credentialPluginPolicy: %s (kubectl kuberc set before 1.38 keeps the list when it changes the policy): delete the list, or set credentialPluginPolicy: Allowlist to use it", list, p.Type)
 }
 
 func (p Policy) validate() error {

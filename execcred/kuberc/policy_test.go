@@ -24,21 +24,29 @@ func TestValidate(t *testing.T) {
 		name   string
 		policy Policy
 		want   string // client-go's message after "invalid plugin policy: "; empty: valid
+		hint   string // kplug's, after client-go's and "; "
 	}{
-		{"zero", Policy{}, ""},
-		{"AllowAll", Policy{Type: AllowAll}, ""},
-		{"DenyAll", Policy{Type: DenyAll}, ""},
-		{"Allowlist", Policy{Type: Allowlist, Allowlist: entries("kplug", "/usr/local/bin/x", "bin/y")}, ""},
-		{"zero with a list", Policy{Allowlist: entries("kplug")}, `misconfigured credential plugin allowlist: plugin policy is "" but allowlist is non-nil`},
-		{"AllowAll with an empty list", Policy{Type: AllowAll, Allowlist: entries()}, `misconfigured credential plugin allowlist: plugin policy is "AllowAll" but allowlist is non-nil`},
-		{"DenyAll with a list", Policy{Type: DenyAll, Allowlist: entries("kplug")}, `misconfigured credential plugin allowlist: plugin policy is "DenyAll" but allowlist is non-nil`},
-		{"Allowlist without a list", Policy{Type: Allowlist}, `credential plugin policy set to "Allowlist", but allowlist is unspecified`},
-		{"Allowlist with an empty list", Policy{Type: Allowlist, Allowlist: entries()}, `credential plugin policy set to "Allowlist", but allowlist is empty; use "DenyAll" policy instead`},
-		{"empty entry", Policy{Type: Allowlist, Allowlist: entries("kplug", "")}, `misconfigured credential plugin allowlist: empty allowlist entry #2`},
-		{"dot slash", Policy{Type: Allowlist, Allowlist: entries("./kplug")}, `non-normalized file path: "./kplug" vs "kplug"`},
-		{"double slash", Policy{Type: Allowlist, Allowlist: entries("/usr//bin/kplug")}, `non-normalized file path: "/usr//bin/kplug" vs "/usr/bin/kplug"`},
-		{"trailing slash", Policy{Type: Allowlist, Allowlist: entries("/usr/bin/")}, `non-normalized file path: "/usr/bin/" vs "/usr/bin"`},
-		{"unknown", Policy{Type: "denyall"}, `unknown plugin policy: "denyall"`},
+		{"zero", Policy{}, "", ""},
+		{"AllowAll", Policy{Type: AllowAll}, "", ""},
+		{"DenyAll", Policy{Type: DenyAll}, "", ""},
+		{"Allowlist", Policy{Type: Allowlist, Allowlist: entries("kplug", "/usr/local/bin/x", "bin/y")}, "", ""},
+		{"zero with a list", Policy{Allowlist: entries("kplug")}, `misconfigured credential plugin allowlist: plugin policy is "" but allowlist is non-nil`,
+			`credentialPluginAllowlist ["kplug"] applies only with credentialPluginPolicy: Allowlist: set that policy to use the list, or delete the list`},
+		// Regression test for kubernetes/kubernetes#142564: kubectl kuberc set before 1.38
+		// left the list beside AllowAll or DenyAll; the message names it and the way out.
+		{"AllowAll with an empty list", Policy{Type: AllowAll, Allowlist: entries()}, `misconfigured credential plugin allowlist: plugin policy is "AllowAll" but allowlist is non-nil`,
+			`credentialPluginAllowlist [] is left over beside credentialPluginPolicy: AllowAll (kubectl kuberc set before 1.38 keeps the list when it changes the policy): delete the list, or set credentialPluginPolicy: Allowlist to use it`},
+		{"DenyAll with a list", Policy{Type: DenyAll, Allowlist: entries("kplug", "/usr/bin/x")}, `misconfigured credential plugin allowlist: plugin policy is "DenyAll" but allowlist is non-nil`,
+			`credentialPluginAllowlist ["kplug" "/usr/bin/x"] is left over beside credentialPluginPolicy: DenyAll (kubectl kuberc set before 1.38 keeps the list when it changes the policy): delete the list, or set credentialPluginPolicy: Allowlist to use it`},
+		{"DenyAll with odd entries", Policy{Type: DenyAll, Allowlist: entries("", "a\nb")}, `misconfigured credential plugin allowlist: plugin policy is "DenyAll" but allowlist is non-nil`,
+			`credentialPluginAllowlist ["" "a\nb"] is left over beside credentialPluginPolicy: DenyAll (kubectl kuberc set before 1.38 keeps the list when it changes the policy): delete the list, or set credentialPluginPolicy: Allowlist to use it`},
+		{"Allowlist without a list", Policy{Type: Allowlist}, `credential plugin policy set to "Allowlist", but allowlist is unspecified`, ""},
+		{"Allowlist with an empty list", Policy{Type: Allowlist, Allowlist: entries()}, `credential plugin policy set to "Allowlist", but allowlist is empty; use "DenyAll" policy instead`, ""},
+		{"empty entry", Policy{Type: Allowlist, Allowlist: entries("kplug", "")}, `misconfigured credential plugin allowlist: empty allowlist entry #2`, ""},
+		{"dot slash", Policy{Type: Allowlist, Allowlist: entries("./kplug")}, `non-normalized file path: "./kplug" vs "kplug"`, ""},
+		{"double slash", Policy{Type: Allowlist, Allowlist: entries("/usr//bin/kplug")}, `non-normalized file path: "/usr//bin/kplug" vs "/usr/bin/kplug"`, ""},
+		{"trailing slash", Policy{Type: Allowlist, Allowlist: entries("/usr/bin/")}, `non-normalized file path: "/usr/bin/" vs "/usr/bin"`, ""},
+		{"unknown", Policy{Type: "denyall"}, `unknown plugin policy: "denyall"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,9 +57,13 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
+			want := "invalid plugin policy: " + tt.want
+			if tt.hint != "" {
+				want += "; " + tt.hint
+			}
 			var invalid *InvalidPolicyError
-			if !errors.As(err, &invalid) || err.Error() != "invalid plugin policy: "+tt.want || invalid.Err.Error() != tt.want {
-				t.Fatalf("Validate: %v, want invalid plugin policy: %s", err, tt.want)
+			if !errors.As(err, &invalid) || err.Error() != want || invalid.Err.Error() != tt.want || invalid.Hint != tt.hint {
+				t.Fatalf("Validate: %v\nwant %s", err, want)
 			}
 		})
 	}

@@ -5,7 +5,8 @@
 //
 //   - Main makes a Func the whole program (Run is one run, for tests and wrappers): it reads
 //     KUBERNETES_EXEC_INFO with LoadInfo, calls the Func, and answers with Write in the
-//     version the client asked for.
+//     version the client asked for. A Func that fails with a *StatusError tells the user
+//     why, on stdout, in the metav1.Status clients read (ExampleStatusError).
 //   - Cache.Wrap is a decorator: it keeps the Func's answers in files, so that an expensive
 //     login is not repeated by every kubectl invocation, and concurrent invocations wait
 //     for one login (a file lock) instead of each starting their own. Cache.Do is the same

@@ -89,3 +89,20 @@ func Example_inProcess() {
 	// token-for-client.authentication.k8s.io/v1
 	// logins: 1
 }
+
+// A plugin that cannot log in says why: Run prints the reason on stdout as a
+// metav1.Status, which kplug shows in its error (and client-go too, from the release
+// that has the ExecPluginStatusError gate); Main would also print it on stderr, for older
+// clients, and exit 1.
+func ExampleStatusError() {
+	noSession := func(context.Context, *plugin.Info) (*execcred.Status, error) {
+		return nil, &plugin.StatusError{Message: "no SSO session for prod; run: my-login prod", Reason: "Unauthorized", Code: 401}
+	}
+	var out bytes.Buffer
+	err := plugin.Run(context.Background(), noSession, "", &out)
+	fmt.Println("error:", err)
+	fmt.Print(out.String())
+	// Output:
+	// error: no SSO session for prod; run: my-login prod
+	// {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no SSO session for prod; run: my-login prod","reason":"Unauthorized","code":401}
+}

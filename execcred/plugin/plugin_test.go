@@ -25,7 +25,7 @@ import (
 // behaviour "cached-login" is a plugin built with this package: a slow login behind a Cache
 // in the fake's directory, counting real logins in <dir>/logins.
 func TestMain(m *testing.M) {
-	exectest.Main(map[string]func() int{"cached-login": cachedLogin})
+	exectest.Main(map[string]func() int{"cached-login": cachedLogin, "status-main": statusMain})
 	os.Exit(m.Run())
 }
 
@@ -255,6 +255,66 @@ func TestRun(t *testing.T) {
 	}
 	if err := Run(context.Background(), ok, "{", io.Discard); err == nil || !strings.HasPrefix(err.Error(), "plugin: KUBERNETES_EXEC_INFO is not an ExecCredential") {
 		t.Errorf("bad info: %v", err)
+	}
+}
+
+// statusMain is a plugin program whose function explains its failure.
+func statusMain() int {
+	Main(func(context.Context, *Info) (*wire.Status, error) {
+		return nil, &StatusError{Message: "no session for prod; run: my-login prod", Reason: "Unauthorized", Code: 401}
+	})
+	return 0 // Main exits
+}
+
+// TestRunStatusError (issue 28, kubernetes/kubernetes#139150): a function that fails with
+// a *StatusError has Run print a metav1.Status on stdout, which clients show; other errors
+// print nothing, as before.
+func TestRunStatusError(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("refresh token revoked")
+	for _, tt := range []struct {
+		name      string
+		err       error
+		wantOut   string
+		wantError string
+	}{
+		{"with reason and code", &StatusError{Message: "no session for prod; run: my-login prod", Reason: "Unauthorized", Code: 401, Err: cause},
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no session for prod; run: my-login prod","reason":"Unauthorized","code":401}` + "\n",
+			"no session for prod; run: my-login prod"},
+		{"the cause's message", &StatusError{Err: cause},
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"refresh token revoked"}` + "\n", "refresh token revoked"},
+		{"wrapped", fmt.Errorf("prod: %w", &StatusError{Message: "m"}),
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"m"}` + "\n", "prod: m"},
+		{"not a StatusError", cause, "", "refresh token revoked"},
+	} {
+		var out bytes.Buffer
+		err := Run(context.Background(), func(context.Context, *Info) (*wire.Status, error) { return nil, tt.err }, "", &out)
+		if out.String() != tt.wantOut || err == nil || err.Error() != tt.wantError || !errors.Is(err, tt.err) {
+			t.Errorf("%s: stdout %q, %v\nwant %q, %s", tt.name, out.String(), err, tt.wantOut, tt.wantError)
+		}
+	}
+}
+
+// Main makes a *StatusError the plugin's whole failure: the status on stdout, the message
+// on stderr (for clients that do not read the status), and exit code 1.
+func TestMainStatusError(t *testing.T) {
+	t.Parallel()
+	p := exectest.New(t).Behaviour("status-main")
+	cmd := exec.Command(p.Path())
+	cmd.Env = append(os.Environ(), p.Env()...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want code 1", err)
+	}
+	f, err := wire.ParseFailure(out)
+	if want := (wire.Failure{Message: "no session for prod; run: my-login prod", Reason: "Unauthorized", Code: 401}); err != nil || *f != want {
+		t.Errorf("stdout %q: %+v, %v; want %+v", out, f, err, want)
+	}
+	if stderr.String() != "error: no session for prod; run: my-login prod\n" {
+		t.Errorf("stderr %q", stderr.String())
 	}
 }
 

@@ -136,3 +136,26 @@ func TestExecCacheAppliesKubercPolicy(t *testing.T) {
 	t.Setenv("KUBECTL_KUBERC", "false")
 	check("KUBECTL_KUBERC=false", ExitOK, "")
 }
+
+// TestExecCacheLeftoverAllowlist (kubernetes/kubernetes#142564): a kuberc that kubectl
+// kuberc set before 1.38 wrote, with the allowlist of an earlier Allowlist policy left
+// beside AllowAll, is still refused as client-go refuses it, with exit 2 and one line that
+// names the file, the list and what to do; the wrapped plugin does not run. It sets the
+// process environment, so it is not parallel.
+func TestExecCacheLeftoverAllowlist(t *testing.T) {
+	plugin := exectest.New(t).Stdout(tokenCredential)
+	t.Setenv(exectest.Env, plugin.Dir)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBERC", "")
+	leftover := writeKuberc(t, "credentialPluginAllowlist:\n- command: cloud-credential-helper\ncredentialPluginPolicy: AllowAll\n")
+	code, out, errOut := run(t, "exec-cache", "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--kuberc", leftover, "--", plugin.Path())
+	want := "Error: kuberc: " + leftover + `: invalid plugin policy: misconfigured credential plugin allowlist: plugin policy is "AllowAll" but allowlist is non-nil; ` +
+		`credentialPluginAllowlist ["cloud-credential-helper"] is left over beside credentialPluginPolicy: AllowAll (kubectl kuberc set before 1.38 keeps the list when it changes the policy): ` +
+		"delete the list, or set credentialPluginPolicy: Allowlist to use it\n"
+	if code != ExitUsage || out != "" || errOut != want {
+		t.Errorf("code %d (want %d)\nstdout %q\nstderr %q\nwant   %q", code, ExitUsage, out, errOut, want)
+	}
+	if n := plugin.Runs(); n != 0 {
+		t.Errorf("the wrapped plugin ran %d times", n)
+	}
+}
