@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/imagecred"
+	"github.com/kplug/kplug/imagecred/kubeapi"
 	"github.com/kplug/kplug/imagecred/plugin"
 	"github.com/kplug/kplug/internal/output"
 	"github.com/kplug/kplug/internal/version"
@@ -223,10 +224,10 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 		if err != nil {
 			return err
 		}
-		if pod, err = imagecred.GetPod(ctx, client, ns, name); err != nil {
+		if pod, err = kubeapi.GetPod(ctx, client, ns, name); err != nil {
 			return err
 		}
-		opts.ServiceAccounts = imagecred.NewServiceAccounts(client, imagecred.ServiceAccountsOptions{})
+		opts.ServiceAccounts = kubeapi.NewServiceAccounts(client, kubeapi.Options{})
 	}
 	keyring, err := imagecred.New(opts)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
 	"github.com/kplug/kplug/imagecred"
+	"github.com/kplug/kplug/imagecred/kubeapi"
 	"github.com/kplug/kplug/internal/testkit/exectest"
 	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/test/e2e/framework"
@@ -113,14 +114,14 @@ func TestImageCredentialPresets(t *testing.T) {
 				createPullSecret(ctx, t, admin, p.namespace)
 			}
 			keyring, err := imagecred.New(imagecred.Options{Config: cfg, BinDir: filepath.Dir(fakePath(t, fake, p.plugin)),
-				ServiceAccounts: imagecred.NewServiceAccounts(node, imagecred.ServiceAccountsOptions{LookupTTL: -1})})
+				ServiceAccounts: kubeapi.NewServiceAccounts(node, kubeapi.Options{LookupTTL: -1})})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The node authorizer learns of the pod from its informers.
 			var podRef *imagecred.Pod
 			poll.Until(t, "the node to be allowed to read its pod", func() bool {
-				podRef, err = imagecred.GetPod(ctx, node, p.namespace, "app")
+				podRef, err = kubeapi.GetPod(ctx, node, p.namespace, "app")
 				return err == nil
 			})
 
@@ -174,17 +175,17 @@ func TestImageCredentialPresets(t *testing.T) {
 		}
 		kplug := clientFor(t, cp, &framework.User{Name: subject, Cert: cert}, 0)
 		keyring, err := imagecred.New(imagecred.Options{Config: cfg, BinDir: filepath.Dir(fakePath(t, fake, presets[0].plugin)),
-			ServiceAccounts: imagecred.NewServiceAccounts(kplug, imagecred.ServiceAccountsOptions{LookupTTL: -1})})
+			ServiceAccounts: kubeapi.NewServiceAccounts(kplug, kubeapi.Options{LookupTTL: -1})})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := imagecred.GetPod(ctx, kplug, ns, "app"); err == nil {
+		if _, err := kubeapi.GetPod(ctx, kplug, ns, "app"); err == nil {
 			t.Fatalf("%s read the pod without any RBAC", subject)
 		}
 		kubectlApply(t, cp, "-f", filepath.Join(presetDir, "kplug-rbac.yaml"))
 		var creds []imagecred.Credential
 		poll.Until(t, "the preset's RoleBinding to take effect", func() bool {
-			pod, err := imagecred.GetPod(ctx, kplug, ns, "app")
+			pod, err := kubeapi.GetPod(ctx, kplug, ns, "app")
 			if err != nil {
 				return false
 			}

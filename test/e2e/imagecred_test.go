@@ -23,6 +23,7 @@ import (
 	kubeletv1 "k8s.io/kubelet/config/v1"
 
 	"github.com/kplug/kplug/imagecred"
+	"github.com/kplug/kplug/imagecred/kubeapi"
 	"github.com/kplug/kplug/internal/cli"
 	"github.com/kplug/kplug/internal/testkit/registrytest"
 	"github.com/kplug/kplug/test/e2e/framework"
@@ -157,7 +158,7 @@ func TestImageCredentialServiceAccountRules(t *testing.T) {
 	mustCreate(t, client, ns)
 	pod := createPod(ctx, t, client, ns, "app", "annotated", "registry.io/app", map[string]string{identityKey: "id", "other": "x"})
 	bare := createPod(ctx, t, client, ns, "bare-app", "bare", "registry.io/app", nil)
-	accounts := imagecred.NewServiceAccounts(client, imagecred.ServiceAccountsOptions{})
+	accounts := kubeapi.NewServiceAccounts(client, kubeapi.Options{})
 
 	sa, err := accounts.ServiceAccount(ctx, ns, "annotated")
 	if err != nil {

@@ -1,4 +1,4 @@
-package imagecred
+package kubeapi
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kplug/kplug/imagecred"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,8 @@ func TestKubeServiceAccountsCaching(t *testing.T) {
 	client := fake.NewClientset(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: "puller", UID: "sa-uid", Annotations: map[string]string{"a": "1"},
 	}})
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the fake clientset answers in the caller's goroutine
+	clock := func() time.Time { return now }
 	var issued []*authenticationv1.TokenRequest
 	client.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "token" {
@@ -30,11 +32,11 @@ func TestKubeServiceAccountsCaching(t *testing.T) {
 		issued = append(issued, tr.DeepCopy())
 		tr.Status = authenticationv1.TokenRequestStatus{
 			Token:               "token-" + string(rune('0'+len(issued))),
-			ExpirationTimestamp: metav1.NewTime(clk.now().Add(time.Hour)),
+			ExpirationTimestamp: metav1.NewTime(now.Add(time.Hour)),
 		}
 		return true, tr, nil
 	})
-	sas := NewServiceAccounts(client, ServiceAccountsOptions{LookupTTL: time.Minute, Now: clk.now})
+	sas := NewServiceAccounts(client, Options{LookupTTL: time.Minute, Now: clock})
 	ctx := context.Background()
 
 	gets := func() int {
@@ -55,12 +57,12 @@ func TestKubeServiceAccountsCaching(t *testing.T) {
 	if gets() != 1 {
 		t.Errorf("%d GETs within the lookup TTL, want 1", gets())
 	}
-	clk.advance(time.Minute)
+	now = now.Add(time.Minute)
 	if _, err := sas.ServiceAccount(ctx, "ns", "puller"); err != nil || gets() != 2 {
 		t.Errorf("after the TTL: %d GETs, %v; want 2", gets(), err)
 	}
 
-	req := TokenRequest{Namespace: "ns", ServiceAccount: "puller", ServiceAccountUID: "sa-uid", Audience: "aud", PodName: "pod", PodUID: "pod-uid"}
+	req := imagecred.TokenRequest{Namespace: "ns", ServiceAccount: "puller", ServiceAccountUID: "sa-uid", Audience: "aud", PodName: "pod", PodUID: "pod-uid"}
 	token := func() string {
 		tok, err := sas.Token(ctx, req)
 		if err != nil {
@@ -69,11 +71,11 @@ func TestKubeServiceAccountsCaching(t *testing.T) {
 		return tok
 	}
 	first := token()
-	clk.advance(47 * time.Minute) // before 80 % of the hour
+	now = now.Add(47 * time.Minute) // before 80 % of the hour
 	if again := token(); again != first || len(issued) != 1 {
 		t.Errorf("token %q after 47m (%d requests), want %q reused", again, len(issued), first)
 	}
-	clk.advance(time.Minute) // 48m: 80 % reached
+	now = now.Add(time.Minute) // 48m: 80 % reached
 	if renewed := token(); renewed == first || len(issued) != 2 {
 		t.Errorf("token %q after 48m (%d requests), want a new one", renewed, len(issued))
 	}
