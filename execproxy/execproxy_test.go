@@ -37,6 +37,7 @@ import (
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
 	"github.com/kplug/kplug/internal/testkit/exectest"
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // dialAsEnv makes the test binary try to connect to the unix socket it names and print the
@@ -124,10 +125,13 @@ func upstream(t *testing.T) *httptest.Server {
 			line, _ := rw.ReadString('\n')
 			_, _ = rw.WriteString("echo: " + line)
 			_ = rw.Flush()
+		case "/groups":
+			fmt.Fprintf(w, "%d Impersonate-Group values", len(r.Header.Values("Impersonate-Group")))
 		default:
 			fmt.Fprintf(w, "%s %s auth=%q injected=%q proto=%s", r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Injected"), r.Proto)
 		}
 	}))
+	reverseproxy.LimitHeaders(srv.Config, reverseproxy.MaxHeaderBytes) // as kube-apiserver
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -262,6 +266,36 @@ func TestForwardsAndModifiesRequests(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("kplug_exec_proxy_requests_total series = %d", n)
+	}
+}
+
+// TestManyGroupsPass (issue 28): Go 1.27 answers 431 to a request with more than 500
+// header values unless its server says otherwise, and a user in many groups sends a line of
+// Impersonate-Group for each. The proxy takes what kube-apiserver takes, through its socket
+// and through the bridge that unmodified clients reach it by. (Built with Go 1.26, which
+// counts no values, this passes without the proxy's limits too.)
+func TestManyGroupsPass(t *testing.T) {
+	up := upstream(t)
+	r := serve(t, up, nil)
+	viaSocket, b := client(t, r, up.URL)
+	viaBridge := &http.Transport{Proxy: http.ProxyURL(b.ProxyURL()), TLSClientConfig: proxyTLS(t, r.credential(t))}
+	t.Cleanup(viaBridge.CloseIdleConnections)
+	for name, rt := range map[string]http.RoundTripper{"socket": viaSocket.Transport, "bridge": viaBridge} {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, up.URL+"/groups", nil)
+			for i := range 600 {
+				req.Header.Add("Impersonate-Group", fmt.Sprintf("group-%03d", i))
+			}
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if got, want := fmt.Sprintf("%d %s", resp.StatusCode, body), "200 600 Impersonate-Group values"; got != want {
+				t.Errorf("upstream answered %q, want %q", got, want)
+			}
+		})
 	}
 }
 

@@ -120,3 +120,46 @@ func TestHandlerRoutesNewSubresourceToPeer(t *testing.T) {
 		}
 	}
 }
+
+// Kube-apiserver answers a path it serves nothing at with a 404 whose shape changed in
+// 1.38 (kubernetes/kubernetes#138219): plain text from 1.36 for a group or version it does
+// not serve, a metav1.Status as JSON from 1.38. The proxy answers no such 404 itself: a
+// resource no server serves goes to the local server, and its answer, like a peer's,
+// reaches the client unchanged, whichever the shape (issue 28).
+func TestHandlerPassesNotFoundOn(t *testing.T) {
+	t.Parallel()
+	shapes := map[string]struct{ contentType, body string }{
+		"1.36": {"text/plain; charset=utf-8", "404 page not found\n"},
+		"1.38": {"application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}` + "\n"},
+	}
+	for version, shape := range shapes {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			notFound := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", shape.contentType)
+				w.Header().Set("X-Content-Type-Options", "nosniff")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(shape.body))
+			})
+			peer := httptest.NewTLSServer(notFound)
+			defer peer.Close()
+			dir := NewDirectory("self")
+			dir.SetLocal(discoverytest.Document("/v1/pods"))
+			dir.MarkPeersSynced()
+			dir.SetPeer(PeerInfo{ID: "peer", Address: peer.Listener.Addr().String(), Holder: "h"})
+			dir.SetPeerDocument("peer", "h", discoverytest.Document("example.k8s.io/v1alpha1/widgets"))
+			h := newFilter(t, dir, notFound)
+			h.peer.Transport.(*failoverTransport).base = peer.Client().Transport
+			for path, from := range map[string]string{
+				"/apis/nothing.example.com/v1/things":                   "the local server",
+				"/apis/example.k8s.io/v1alpha1/namespaces/ns/widgets/w": "the peer",
+			} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+				if rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != shape.contentType || rec.Body.String() != shape.body {
+					t.Errorf("%s, answered by %s: %d %s %q; want its 404 unchanged", path, from, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+				}
+			}
+		})
+	}
+}

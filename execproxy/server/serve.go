@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred"
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // Options configure Serve. A Func returns them to Run, which fills in the fields the
@@ -111,6 +112,9 @@ func Serve(ctx context.Context, o Options) error {
 		ReadHeaderTimeout: 30 * time.Second, // no Read/WriteTimeout: they would cut watches and exec sessions
 		ConnState:         conns.connState,
 	}
+	// kube-apiserver's header limits, not Go's: from Go 1.27 on, Go's own would refuse a
+	// request with more than 500 header values, such as a user's 600 Impersonate-Group lines.
+	reverseproxy.LimitHeaders(srv, reverseproxy.MaxHeaderBytes)
 	var wg sync.WaitGroup
 	wg.Go(func() { waitForClientExit(ctx, lock, cancel) })
 	serveErr := make(chan error, 1)

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // received is a request as an upstream received it.
@@ -43,7 +44,7 @@ type recordingUpstream struct {
 func newRecordingUpstream(t *testing.T) *recordingUpstream {
 	t.Helper()
 	u := &recordingUpstream{}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.seen = append(u.seen, received{method: r.Method, requestURI: r.RequestURI, header: r.Header.Clone(), body: body})
@@ -54,6 +55,8 @@ func newRecordingUpstream(t *testing.T) *recordingUpstream {
 		}
 		_, _ = io.WriteString(w, "ok")
 	}))
+	reverseproxy.LimitHeaders(u.Config, reverseproxy.MaxHeaderBytes) // kube-apiserver's, not Go's
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
 }

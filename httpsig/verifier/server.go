@@ -3,6 +3,8 @@ package verifier
 import (
 	"net/http"
 	"time"
+
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // The signature proxy's server limits, tighter than kube-apiserver's
@@ -11,11 +13,16 @@ import (
 // that has not authenticated costs, at most, is in docs/http-signatures.md ("Limits").
 const (
 	// DefaultMaxHeaderBytes bounds a request's header (HTTP/1.1: the request line and
-	// header lines; HTTP/2: the header list). A signed request needs a few KiB: the
-	// certificate (at most 16 KiB, httpsig's own bound), the signature fields, and the
-	// impersonation headers. Memory follows field count more than bytes (Go keeps some
-	// 125 bytes a field): 1 MiB of empty header lines held 19 MiB.
-	DefaultMaxHeaderBytes = 32 << 10
+	// header lines; HTTP/2: the header list, where each field costs 32 bytes more than its
+	// name and value). A signed request needs a few KiB: the certificate (at most 16 KiB,
+	// httpsig's own bound) and the signature fields; then come the impersonation headers,
+	// one Impersonate-Group line per group. 64 KiB takes 600 groups of names up to 40
+	// bytes (a GUID is 36) beside a certificate of a few KiB, over HTTP/2; 32 KiB, the
+	// default before, took fewer than 600 of any name over HTTP/2. Memory follows field
+	// count more than bytes (Go keeps some 125 bytes a field): 1 MiB of empty header lines
+	// held 19 MiB. The count of values is kube-apiserver's (reverseproxy.MaxHeaderValues),
+	// which these bytes reach first.
+	DefaultMaxHeaderBytes = 64 << 10
 	// handshakeTimeout bounds a connection's TLS handshake, and the reading of each
 	// request's header (Go derives the first from the second): client-go gives up on a
 	// handshake after 10 s.
@@ -47,7 +54,7 @@ func (p *Proxy) admission() *admission {
 // limit tightens srv (reverseproxy.NewServer's) to the signature proxy's limits, and
 // gives each request its connection under the admission.
 func (p *Proxy) limit(srv *http.Server) {
-	srv.MaxHeaderBytes = p.o.MaxHeaderBytes
+	reverseproxy.LimitHeaders(srv, p.o.MaxHeaderBytes)
 	srv.ReadHeaderTimeout = handshakeTimeout
 	srv.ConnContext = connContext
 	h2 := *srv.HTTP2

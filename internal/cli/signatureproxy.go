@@ -41,7 +41,7 @@ func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.listen, "listen", "127.0.0.1:6445", "host:port to serve clients on (TLS)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on at /metrics; empty disables")
 	f.IntVar(&o.maxConnections, "max-connections", verifier.DefaultMaxConnections, "client connections open at once; a quarter may be unauthenticated (the oldest of the busiest host gives way to a new one) and a quarter one user's")
-	f.IntVar(&o.maxHeaderBytes, "max-request-header-bytes", verifier.DefaultMaxHeaderBytes, "bytes of a request's header (HTTP/1.1 request line and fields, HTTP/2 header list); a signed request needs a few KiB")
+	f.IntVar(&o.maxHeaderBytes, "max-request-header-bytes", verifier.DefaultMaxHeaderBytes, "bytes of a request's header (HTTP/1.1 request line and fields, HTTP/2 header list); a signed request needs a few KiB, and each Impersonate-Group value a line")
 	f.Int64Var(&o.bodyBudget, "max-buffered-body-bytes", verifier.DefaultBodyBudget, "bytes of request bodies held at once across requests, a quarter of it at most for one user (a body is buffered to check its digest once its signer is authenticated, and released once forwarded); a request over it gets 429 with Retry-After")
 	f.DurationVar(&o.bodyReadTimeout, "body-read-timeout", verifier.DefaultBodyReadTimeout, "time a client has from its request's headers to the end of its body")
 	d := verifier.DefaultRequestHeaders

@@ -4,7 +4,7 @@
 // that record what a handler answered (StatusRecorder passes the response on, Capture
 // keeps it), the metav1.Status error answer clients print as they print kube-apiserver's,
 // and the TLS server with kube-apiserver's limits and graceful shutdown (NewServer,
-// ServeTLS).
+// LimitHeaders, ServeTLS).
 package reverseproxy
 
 import (

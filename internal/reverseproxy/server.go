@@ -11,21 +11,44 @@ import (
 	"time"
 )
 
-// NewServer returns a server for h with kube-apiserver's limits: at most 1 MiB of request
-// headers, read within 32 s; idle connections closed after 90 s; over HTTP/2, at most 100
-// concurrent streams per connection, frames and per-stream receive buffers of 256 KiB, and
-// 25 MiB of receive buffer per connection. It has no write timeout, which would cut
-// watches and exec sessions. tlsConfig and errorLog may be nil.
+// kube-apiserver's request header limits (k8s.io/apiserver's secure serving).
+const (
+	// MaxHeaderBytes bounds a request's header: HTTP/1.1's request line and field lines
+	// (Go reads 4 KiB more), HTTP/2's header list.
+	MaxHeaderBytes = 1 << 20
+	// MaxHeaderValues bounds how many header values a request carries: each field line
+	// counts one (over HTTP/2, each field), whatever its name. Go 1.27 counts them
+	// (http.Server.MaxHeaderValueCount) and answers 431 past 500 by default, which a user
+	// in a few hundred groups reaches: each group is a line of its own in Impersonate-Group
+	// and X-Remote-Group, which must not be joined. k8s.io/apiserver raises the count to
+	// 16384 (kubernetes/kubernetes#142607); kplug's proxies take what the server behind
+	// them takes. Go 1.26 and earlier count nothing: only the bytes bound a header there.
+	MaxHeaderValues = 16384
+)
+
+// LimitHeaders sets srv's request header limits: maxBytes of header, and MaxHeaderValues
+// values where the Go that builds kplug counts them (1.27 on), so that what a proxy admits
+// does not depend on that Go's defaults.
+func LimitHeaders(srv *http.Server, maxBytes int) {
+	srv.MaxHeaderBytes = maxBytes
+	setMaxHeaderValues(srv, MaxHeaderValues)
+}
+
+// NewServer returns a server for h with kube-apiserver's limits: at most MaxHeaderBytes of
+// request header in at most MaxHeaderValues values (LimitHeaders), read within 32 s; idle
+// connections closed after 90 s; over HTTP/2, at most 100 concurrent streams per
+// connection, frames and per-stream receive buffers of 256 KiB, and 25 MiB of receive
+// buffer per connection. It has no write timeout, which would cut watches and exec
+// sessions. tlsConfig and errorLog may be nil.
 func NewServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *http.Server {
 	const (
 		frame   = 256 << 10 // most API objects fit one frame
 		streams = 100       // what clients open at most; more is abuse
 	)
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         tlsConfig,
 		ErrorLog:          errorLog,
-		MaxHeaderBytes:    1 << 20,
 		ReadHeaderTimeout: 32 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		HTTP2: &http.HTTP2Config{
@@ -35,6 +58,8 @@ func NewServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *htt
 			MaxReceiveBufferPerConnection: frame * streams,
 		},
 	}
+	LimitHeaders(srv, MaxHeaderBytes)
+	return srv
 }
 
 // ServeTLS serves srv over TLS (srv.TLSConfig) on ln and runs background, whose context

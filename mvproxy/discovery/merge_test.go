@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 
 	"github.com/kplug/kplug/internal/testkit/discoverytest"
@@ -131,11 +132,88 @@ func TestMergeSingleAndEmpty(t *testing.T) {
 	}
 }
 
+// Documents shaped as kube-apiserver 1.36 and 1.38 write them (issue 28): both are v2
+// (1.38 removed v2beta1, which 1.35 had stopped serving); they differ in what they serve.
+// Here 1.38 has dropped resource.k8s.io/v1beta2, serves scheduling.k8s.io/v1alpha2 instead
+// of v1alpha1, and adds a group. Whichever server is local, its groups and versions stay as
+// it lists them, and the peer adds only groups and resources the local server lacks.
+const (
+	doc136 = `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[
+{"metadata":{"name":"apps","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"deployments","responseKind":{"group":"apps","version":"v1","kind":"Deployment"},"scope":"Namespaced","singularResource":"deployment","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["deploy"],"categories":["all"],"subresources":[{"subresource":"scale","responseKind":{"group":"autoscaling","version":"v1","kind":"Scale"},"verbs":["get","patch","update"]}]}],"freshness":"Current"}]},
+{"metadata":{"name":"resource.k8s.io","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"resourceclaims","responseKind":{"group":"resource.k8s.io","version":"v1","kind":"ResourceClaim"},"scope":"Namespaced","singularResource":"resourceclaim","verbs":["get","list","watch"]}],"freshness":"Current"},{"version":"v1beta2","resources":[{"resource":"resourceclaims","responseKind":{"group":"resource.k8s.io","version":"v1beta2","kind":"ResourceClaim"},"scope":"Namespaced","singularResource":"resourceclaim","verbs":["get","list","watch"]}],"freshness":"Current"}]},
+{"metadata":{"name":"scheduling.k8s.io","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"priorityclasses","responseKind":{"group":"scheduling.k8s.io","version":"v1","kind":"PriorityClass"},"scope":"Cluster","singularResource":"priorityclass","verbs":["get","list","watch"],"shortNames":["pc"]}],"freshness":"Current"},{"version":"v1alpha1","resources":[{"resource":"workloads","responseKind":{"group":"scheduling.k8s.io","version":"v1alpha1","kind":"Workload"},"scope":"Namespaced","singularResource":"workload","verbs":["get","list","watch"]}],"freshness":"Current"}]}]}`
+	doc138 = `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[
+{"metadata":{"name":"apps","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"deployments","responseKind":{"group":"apps","version":"v1","kind":"Deployment"},"scope":"Namespaced","singularResource":"deployment","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["deploy"],"categories":["all"],"subresources":[{"subresource":"scale","responseKind":{"group":"autoscaling","version":"v1","kind":"Scale"},"verbs":["get","patch","update"]}]}],"freshness":"Current"}]},
+{"metadata":{"name":"resource.k8s.io","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"resourceclaims","responseKind":{"group":"resource.k8s.io","version":"v1","kind":"ResourceClaim"},"scope":"Namespaced","singularResource":"resourceclaim","verbs":["get","list","watch"]},{"resource":"devicetaintrules","responseKind":{"group":"resource.k8s.io","version":"v1","kind":"DeviceTaintRule"},"scope":"Cluster","singularResource":"devicetaintrule","verbs":["get","list","watch"]}],"freshness":"Current"}]},
+{"metadata":{"name":"scheduling.k8s.io","creationTimestamp":null},"versions":[{"version":"v1","resources":[{"resource":"priorityclasses","responseKind":{"group":"scheduling.k8s.io","version":"v1","kind":"PriorityClass"},"scope":"Cluster","singularResource":"priorityclass","verbs":["get","list","watch"],"shortNames":["pc"]}],"freshness":"Current"},{"version":"v1alpha2","resources":[{"resource":"workloads","responseKind":{"group":"scheduling.k8s.io","version":"v1alpha2","kind":"Workload"},"scope":"Namespaced","singularResource":"workload","verbs":["get","list","watch"]}],"freshness":"Current"}]},
+{"metadata":{"name":"example.k8s.io","creationTimestamp":null},"versions":[{"version":"v1alpha1","resources":[{"resource":"widgets","responseKind":{"group":"example.k8s.io","version":"v1alpha1","kind":"Widget"},"scope":"Namespaced","singularResource":"widget","verbs":["get","list","watch"]}],"freshness":"Current"}]}]}`
+)
+
+func TestMergeAcross136And138(t *testing.T) {
+	t.Parallel()
+	parse := func(doc string) *apidiscoveryv2.APIGroupDiscoveryList {
+		l, err := discovery.Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// what each merge lists, group by group: "group/version: resources"
+	summary := func(l *apidiscoveryv2.APIGroupDiscoveryList) []string {
+		var out []string
+		for _, g := range l.Items {
+			for _, v := range g.Versions {
+				var rs []string
+				for _, r := range v.Resources {
+					rs = append(rs, r.Resource)
+				}
+				out = append(out, g.Name+"/"+v.Version+": "+strings.Join(rs, " "))
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name        string
+		local, peer string
+		want        []string
+	}{
+		{"1.36 local, 1.38 peer", doc136, doc138, []string{
+			"apps/v1: deployments",
+			"resource.k8s.io/v1: resourceclaims devicetaintrules",
+			"resource.k8s.io/v1beta2: resourceclaims",
+			"scheduling.k8s.io/v1: priorityclasses",
+			"scheduling.k8s.io/v1alpha1: workloads",
+			"example.k8s.io/v1alpha1: widgets",
+		}},
+		{"1.38 local, 1.36 peer", doc138, doc136, []string{
+			"apps/v1: deployments",
+			"resource.k8s.io/v1: resourceclaims devicetaintrules",
+			"scheduling.k8s.io/v1: priorityclasses",
+			"scheduling.k8s.io/v1alpha2: workloads",
+			"example.k8s.io/v1alpha1: widgets",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			local := parse(tt.local)
+			merged := discovery.Merge(local, []discovery.ServerGroups{{ID: "peer", Groups: parse(tt.peer)}})
+			if diff := cmp.Diff(tt.want, summary(merged)); diff != "" {
+				t.Errorf("merged (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(local.Items, merged.Items[:len(local.Items)], cmpopts.IgnoreFields(apidiscoveryv2.APIVersionDiscovery{}, "Resources")); diff != "" {
+				t.Errorf("local groups and versions changed (-local +merged):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParseRejects(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, in, wantErr string }{
 		{"not JSON", `<html>`, "decoding aggregated discovery: invalid character '<' looking for beginning of value"},
 		{"legacy APIGroupList", `{"kind":"APIGroupList","apiVersion":"v1"}`, `decoding aggregated discovery: got kind "APIGroupList" apiVersion "v1", want APIGroupDiscoveryList apidiscovery.k8s.io/v2`},
+		{"v2beta1, which 1.38 removed", `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2beta1"}`, `decoding aggregated discovery: got kind "APIGroupDiscoveryList" apiVersion "apidiscovery.k8s.io/v2beta1", want APIGroupDiscoveryList apidiscovery.k8s.io/v2`},
 		{"group twice", `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"a"}}]}`, `aggregated discovery lists group "a" twice`},
 		{"empty version", `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"a"},"versions":[{"version":""}]}]}`, `aggregated discovery: group "a" has an empty or repeated version ""`},
 		{"resource twice", `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","items":[{"metadata":{"name":"a"},"versions":[{"version":"v1","resources":[{"resource":"r"},{"resource":"r"}]}]}]}`, `aggregated discovery: a/v1 has an empty or repeated resource "r"`},

@@ -12,7 +12,7 @@ import (
 type Answer int
 
 const (
-	// PassThrough is legacy discovery, another version of aggregated discovery, or
+	// PassThrough is legacy discovery, aggregated discovery v2 in another encoding, or
 	// anything else: the local server answers.
 	PassThrough Answer = iota
 	// Merged is aggregated discovery v2 as JSON with the default profile: the
@@ -55,9 +55,13 @@ const (
 )
 
 // Negotiate picks, like kube-apiserver, the first acceptable Accept clause in order of
-// quality. Aggregated discovery v2 is merged in JSON and in protobuf; other versions are
-// left to the local server. It refuses a header over MaxAcceptBytes or MaxMediaRanges
-// before parsing it.
+// quality. Aggregated discovery v2 is merged in JSON and in protobuf. Other versions of
+// aggregated discovery are not acceptable, as to kube-apiserver 1.35 and later: v2beta1,
+// which 1.35 stopped serving (AggregatedDiscoveryRemoveBetaType locked on) and 1.38
+// removed (kubernetes/kubernetes#141208). Such a clause is passed over for the next, so
+// that a client listing v2beta1 before v2 gets the merged document, and a client asking
+// for nothing else gets whatever the local server answers (1.35 and later: 406). It
+// refuses a header over MaxAcceptBytes or MaxMediaRanges before parsing it.
 func Negotiate(accept string) (Answer, error) {
 	if n := strings.Count(accept, ",") + 1; len(accept) > MaxAcceptBytes || n > MaxMediaRanges {
 		return PassThrough, fmt.Errorf("the Accept header has %d bytes and %d media ranges, more than the %d bytes and %d media ranges read; send fewer media ranges",
@@ -77,9 +81,10 @@ func Negotiate(accept string) (Answer, error) {
 				return Local, nil
 			}
 			return Merged, nil
+		case aggregated && c.params["v"] != listVersion:
+			continue // v2beta1, or a version no server serves: not acceptable
 		case aggregated:
-			// another version or encoding of aggregated discovery: the local server
-			// decides whether it serves it
+			// v2 in another encoding: the local server decides whether it serves it
 			return PassThrough, nil
 		case c.mediaType == "application/json", c.mediaType == "*/*", c.mediaType == "application/*",
 			c.mediaType == "application/yaml", c.mediaType == protobufMediaType:

@@ -296,6 +296,7 @@ func (c *testCluster) startBackendOn(t testing.TB, name string, doc *discovery.D
 		watchStep: make(chan struct{}),
 	}
 	b.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}}
+	reverseproxy.LimitHeaders(b.srv.Config, reverseproxy.MaxHeaderBytes) // kube-apiserver's, not Go's
 	b.srv.TLS = &tls.Config{Certificates: []tls.Certificate{servingCert(t, c.clusterCA)}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)

@@ -3,6 +3,9 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,7 +18,7 @@ import (
 // Issue 13: LocalDiscovery ran its shared fetch with the first caller's context, so a client
 // that gave up cancelled the refresh the others waited for, and the cancellation was
 // remembered as the refresh's failure for MinInterval.
-func TestLocalCacheCallerGivesUp(t *testing.T) {
+func TestLocalDiscoveryCallerGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := mvproxy.NewDirectory("self")
 		release := make(chan struct{})
@@ -54,7 +57,7 @@ func TestLocalCacheCallerGivesUp(t *testing.T) {
 }
 
 // A fetch that hangs is bounded by Timeout, not by a caller.
-func TestLocalCacheTimeout(t *testing.T) {
+func TestLocalDiscoveryTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &LocalDiscovery{
 			Directory: mvproxy.NewDirectory("self"), Interval: time.Hour, MinInterval: time.Minute, Timeout: 5 * time.Second,
@@ -68,4 +71,30 @@ func TestLocalCacheTimeout(t *testing.T) {
 			t.Errorf("hanging fetch: %v after %v", err, time.Since(start))
 		}
 	})
+}
+
+// pathNotServed tells a 404 for a path kube-apiserver serves nothing at (which makes the
+// sidecar read the local discovery again) from one for a missing object, in the shapes of
+// 1.36 (plain text for a group or version) and of 1.38, which answers a metav1.Status
+// without details there too (kubernetes/kubernetes#138219; issue 28).
+func TestPathNotServed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, contentType, body string
+		want                    bool
+	}{
+		{"1.36, a group or version not served", "text/plain; charset=utf-8", "404 page not found\n", true},
+		{"1.36, a resource not served", "application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}`, true},
+		{"1.38, any path not served", "application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}`, true},
+		{"a missing object", "application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"jobs.batch \"j\" not found","reason":"NotFound","details":{"name":"j","group":"batch","kind":"jobs"},"code":404}`, false},
+	}
+	for _, tt := range tests {
+		resp := &http.Response{StatusCode: http.StatusNotFound, Header: http.Header{"Content-Type": {tt.contentType}}, Body: io.NopCloser(strings.NewReader(tt.body))}
+		if got := pathNotServed(resp); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+		if rest, _ := io.ReadAll(resp.Body); string(rest) != tt.body {
+			t.Errorf("%s: the body left to pass on is %q", tt.name, rest)
+		}
+	}
 }

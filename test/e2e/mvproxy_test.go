@@ -205,6 +205,35 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 		}
 	})
 
+	// kube-apiserver 1.35 and later serve aggregated discovery v2beta1 no more (1.38
+	// removed it): a v2beta1 clause is passed over for the next. The sidecar does the
+	// same, so a client listing v2beta1 first gets the merged v2 document; and what the
+	// apiserver answers when nothing else is acceptable, or for a path nothing serves, the
+	// sidecar passes on unchanged.
+	t.Run("discovery v2beta1 and unknown paths as kube-apiserver answers them", func(t *testing.T) {
+		const v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+		s, direct := sides[1], cp.Servers[1].URL
+		if got := discoveryGroups(ctx, t, admin, s.URL, v2beta1+","+acceptAggregated); !slices.Contains(got, "batch") {
+			t.Errorf("v2beta1 then v2 via sidecar 1: %v, want the merged groups (batch from the peer)", got)
+		}
+		for _, tt := range []struct {
+			path, accept string
+			want         int
+		}{
+			{"/apis", v2beta1, http.StatusNotAcceptable},
+			{"/apis", v2beta1 + ",application/json", http.StatusOK}, // legacy APIGroupList
+			{"/apis/nothing.example.com/v1/things", "application/json", http.StatusNotFound},
+			{"/apis/batch/v9/jobs", "application/json", http.StatusNotFound},
+		} {
+			hdr := http.Header{"Accept": {tt.accept}}
+			code, body := get(ctx, t, admin, direct+tt.path, hdr)
+			viaCode, viaBody := get(ctx, t, admin, s.URL+tt.path, hdr)
+			if code != tt.want || viaCode != code || viaBody != body {
+				t.Errorf("GET %s (%s): via sidecar 1 %d %.200q, from its apiserver %d %.200q; want %d from both", tt.path, tt.accept, viaCode, viaBody, code, body, tt.want)
+			}
+		}
+	})
+
 	// Aggregated discovery in protobuf, which kube-apiserver serves to clients that ask:
 	// merged too, with the JSON answer's ETag; profile=nopeer in protobuf is
 	// kube-apiserver's own answer.
