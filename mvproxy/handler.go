@@ -103,6 +103,17 @@ type routeState struct {
 	sent  reverseproxy.Sent // whether an attempt may have reached a peer
 }
 
+// errNoRoute is the failure of a request that reached the peer path without the route
+// ServeHTTP stores: a bug, answered with a 503 rather than a panic in a proxy goroutine.
+var errNoRoute = errors.New("mvproxy: a request for peers carries no route")
+
+// routeOf returns the route ServeHTTP stored in ctx, or false when there is none (or it
+// names no peer).
+func routeOf(ctx context.Context) (*routeState, bool) {
+	st, ok := ctx.Value(routeKey{}).(*routeState)
+	return st, ok && st != nil && len(st.peers) > 0
+}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := reverseproxy.CheckConnection(r.Header); err != nil {
@@ -248,24 +259,31 @@ func (h *Handler) refreshAndRoute(ctx, wait context.Context, in *RouteInput, fil
 // may change it), the one-hop guard, and identity headers only from the authenticated
 // caller.
 func rewritePeer(pr *httputil.ProxyRequest) {
-	st := pr.In.Context().Value(routeKey{}).(*routeState)
 	pr.Out.URL.Scheme = "https"
-	pr.Out.URL.Host = st.peers[0].Address
+	pr.Out.URL.Host = "" // failoverTransport picks the peer, and refuses without a route
+	if st, ok := routeOf(pr.In.Context()); ok {
+		pr.Out.URL.Host = st.peers[0].Address
+	}
 	pr.Out.Host = ""
 	ForwardIdentity(pr, true)
 }
 
 func (h *Handler) recordPeerResponse(resp *http.Response) error {
-	if st, ok := resp.Request.Context().Value(routeKey{}).(*routeState); ok {
+	if st, ok := routeOf(resp.Request.Context()); ok {
 		h.o.Metrics.reroutedRequest(strconv.Itoa(resp.StatusCode), st.gvr)
 	}
 	return nil
 }
 
 func (h *Handler) peerError(w http.ResponseWriter, r *http.Request, err error) {
-	st := r.Context().Value(routeKey{}).(*routeState)
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client went away
+	}
+	st, ok := routeOf(r.Context())
+	if !ok {
+		h.log.Error("proxying to a peer", "err", err)
+		reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "mvproxy: no peer to send the request to; see the proxy's log", 0)
+		return
 	}
 	h.o.Metrics.reroutedRequest(strconv.Itoa(http.StatusServiceUnavailable), st.gvr)
 	// Peer addresses and dial errors go to the log, not to a client that may be anonymous.
@@ -294,7 +312,13 @@ type failoverTransport struct {
 }
 
 func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	st := req.Context().Value(routeKey{}).(*routeState)
+	st, ok := routeOf(req.Context())
+	if !ok {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, errNoRoute
+	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if hasBody {
 		defer req.Body.Close()

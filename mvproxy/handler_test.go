@@ -2,6 +2,7 @@ package mvproxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -161,5 +162,23 @@ func TestHandlerPassesNotFoundOn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A request that reaches the peer path without the route ServeHTTP stores fails with an
+// error (the ReverseProxy then answers 503) instead of panicking in the proxy.
+func TestPeerPathWithoutRoute(t *testing.T) {
+	called := false
+	ft := &failoverTransport{base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		called = true
+		return nil, errors.New("not reached")
+	})}
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "https://peer/apis/batch/v1/jobs", nil)
+	if _, err := ft.RoundTrip(req); !errors.Is(err, errNoRoute) || called {
+		t.Errorf("RoundTrip without a route: %v (sent: %v), want errNoRoute and nothing sent", err, called)
+	}
+	ctx := context.WithValue(t.Context(), routeKey{}, &routeState{})
+	if _, ok := routeOf(ctx); ok {
+		t.Error("routeOf accepts a route with no peer")
 	}
 }

@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kplug/kplug/internal/certmemo"
+	"github.com/kplug/kplug/internal/identityheader"
 )
 
 // Header names of the one-hop guard and of front-proxy (request-header) identity.
@@ -29,11 +28,6 @@ const (
 	// serving certificates carry and kubelet or workload certificates from the same CA do
 	// not. A PeerTransport verifies peers for it, whatever address their Lease names.
 	DefaultPeerServerName = "kubernetes.default.svc"
-
-	remoteUser       = "X-Remote-User"
-	remoteUID        = "X-Remote-Uid"
-	remoteGroup      = "X-Remote-Group"
-	remoteExtraStart = "X-Remote-Extra-"
 )
 
 // Identity is an authenticated user, forwarded to the next server as front-proxy headers.
@@ -66,61 +60,16 @@ func withCaller(ctx context.Context, c Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }
 
-// isIdentityHeader reports whether a header carries front-proxy identity.
-func isIdentityHeader(name string) bool {
-	name = http.CanonicalHeaderKey(name)
-	return name == remoteUser || name == remoteUID || name == remoteGroup || strings.HasPrefix(name, remoteExtraStart)
-}
-
 // SetIdentityHeaders removes every front-proxy identity header (X-Remote-User,
-// X-Remote-Uid, X-Remote-Group, X-Remote-Extra-*) from h and, when u is not nil, sets u's,
-// so that no identity header a client sent survives.
+// X-Remote-Uid, X-Remote-Group, X-Remote-Extra-*, in any case) from h and, when u is not
+// nil, sets u's, so that no identity header a client sent survives.
 func SetIdentityHeaders(h http.Header, u *Identity) {
-	for name := range h {
-		if isIdentityHeader(name) {
-			delete(h, name)
-		}
-	}
-	if u == nil {
-		return
-	}
-	h.Set(remoteUser, u.Name)
-	if u.UID != "" {
-		h.Set(remoteUID, u.UID)
-	}
-	for _, g := range u.Groups {
-		h.Add(remoteGroup, g)
-	}
-	for k, vs := range u.Extra {
-		for _, v := range vs {
-			h.Add(remoteExtraStart+url.PathEscape(k), v)
-		}
-	}
+	identityheader.Default.Set(h, (*identityheader.User)(u))
 }
 
 // identityFromHeaders reads the identity a trusted front proxy sent, nil if none.
 func identityFromHeaders(h http.Header) *Identity {
-	name := h.Get(remoteUser)
-	if name == "" {
-		return nil
-	}
-	u := &Identity{Name: name, UID: h.Get(remoteUID), Groups: slices.Clone(h.Values(remoteGroup))}
-	for k, vs := range h {
-		if !strings.HasPrefix(k, remoteExtraStart) {
-			continue
-		}
-		key, err := url.PathUnescape(strings.TrimPrefix(k, remoteExtraStart))
-		if err != nil {
-			continue
-		}
-		if u.Extra == nil {
-			u.Extra = map[string][]string{}
-		}
-		// kube-apiserver lower-cases extra keys read from headers
-		key = strings.ToLower(key)
-		u.Extra[key] = append(u.Extra[key], vs...)
-	}
-	return u
+	return (*Identity)(identityheader.Default.Read(h))
 }
 
 // guardSet reports whether h carries the one-hop guard.

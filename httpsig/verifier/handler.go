@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/identityheader"
 	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
@@ -238,24 +238,14 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	if v == nil {
 		return // not reached: ServeHTTP always sets it, and checkedTransport refuses without it
 	}
-	user := v.user
-	out.Set(h.o.Headers.Username[0], user.Username)
-	if user.UID != "" && len(h.o.Headers.UID) > 0 {
-		out.Set(h.o.Headers.UID[0], user.UID)
-	}
-	if len(h.o.Headers.Group) > 0 {
-		for _, g := range user.Groups {
-			out.Add(h.o.Headers.Group[0], g)
+	u := &identityheader.User{Name: v.user.Username, UID: v.user.UID, Groups: v.user.Groups}
+	if len(v.user.Extra) > 0 {
+		u.Extra = make(map[string][]string, len(v.user.Extra))
+		for k, vs := range v.user.Extra {
+			u.Extra[k] = vs
 		}
 	}
-	if len(h.o.Headers.ExtraPrefix) > 0 {
-		for k, vs := range user.Extra {
-			name := h.o.Headers.ExtraPrefix[0] + url.PathEscape(k)
-			for _, v := range vs {
-				out.Add(name, v)
-			}
-		}
-	}
+	identityheader.Names(h.o.Headers).Set(out, u)
 }
 
 // bearerSubprotocol prefixes the WebSocket subprotocol in which kube-apiserver accepts a
@@ -282,18 +272,7 @@ func (h *Handler) strip(hdr http.Header) {
 			hdr.Set("Sec-WebSocket-Protocol", strings.Join(kept, ", "))
 		}
 	}
-	for _, list := range [][]string{h.o.Headers.Username, h.o.Headers.Group, h.o.Headers.UID} {
-		for _, name := range list {
-			hdr.Del(name)
-		}
-	}
-	for name := range hdr {
-		for _, prefix := range h.o.Headers.ExtraPrefix {
-			if len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix) {
-				delete(hdr, name)
-			}
-		}
-	}
+	identityheader.Names(h.o.Headers).Strip(hdr)
 }
 
 // UpstreamTransport reaches kube-apiserver over TLS, verifying its serving certificate
@@ -301,15 +280,9 @@ func (h *Handler) strip(hdr http.Header) {
 // CA of kube-apiserver's --requestheader-client-ca-file). It speaks HTTP/1.1 only, so
 // that SPDY and WebSocket upgrades pass through.
 func UpstreamTransport(roots *x509.CertPool, clientCert func() (*tls.Certificate, error)) *http.Transport {
-	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout: 10 * time.Second,
-		TLSClientConfig: &tls.Config{
-			RootCAs:              roots,
-			MinVersion:           tls.VersionTLS12,
-			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return clientCert() },
-		},
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	return reverseproxy.HTTP1Transport(&tls.Config{
+		RootCAs:              roots,
+		MinVersion:           tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return clientCert() },
+	}, 10*time.Second)
 }

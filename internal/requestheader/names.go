@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kplug/kplug/internal/identityheader"
 )
 
 // kube-apiserver publishes its --requestheader-* flags in this ConfigMap (read by every
@@ -22,21 +24,11 @@ const (
 	configMap     = Namespace + "/" + ConfigMapName
 )
 
-// Names are the identity header names of a front proxy, as kube-apiserver's
-// --requestheader-* flags name them: it sets the first of each list (the first of
-// ExtraPrefix prefixes every extra key) and removes every name, and every header under
-// an ExtraPrefix, from its clients' requests.
-type Names struct {
-	Username, Group, UID, ExtraPrefix []string
-}
+// Names are a front proxy's identity header names (package identityheader writes them).
+type Names = identityheader.Names
 
 // Default are kubeadm's names.
-var Default = Names{
-	Username:    []string{"X-Remote-User"},
-	Group:       []string{"X-Remote-Group"},
-	UID:         []string{"X-Remote-Uid"},
-	ExtraPrefix: []string{"X-Remote-Extra-"},
-}
+var Default = identityheader.Default
 
 // flag is one --requestheader-* flag: its names in a Names, whether kube-apiserver must
 // read the one the proxy sets (an apiserver without a UID flag reads no UID, which costs

@@ -8,13 +8,16 @@
 package reverseproxy
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -55,4 +58,19 @@ func WriteStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, me
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
+}
+
+// HTTP1Transport is the transport a proxy forwards with when the requests may upgrade
+// (exec, attach, port-forward over SPDY or WebSocket): HTTP/1.1 only, since Go's HTTP/2
+// client cannot carry an upgrade. c verifies the server and presents the proxy's client
+// certificate; timeout bounds dialling and the TLS handshake each. Up to 64 idle
+// connections per host are kept for 90 s.
+func HTTP1Transport(c *tls.Config, timeout time.Duration) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     c,
+		TLSHandshakeTimeout: timeout,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
 }

@@ -118,13 +118,7 @@ func VerifyPeerCertificate(cert *tls.Certificate, roots *x509.CertPool, serverNa
 }
 
 // newTransport speaks HTTP/1.1 only, so that SPDY and WebSocket upgrades (exec, attach,
-// port-forward) pass through.
+// port-forward) pass through; the local apiserver and peers are near, so 5 s bound a dial.
 func newTransport(c *tls.Config) *http.Transport {
-	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     c,
-		TLSHandshakeTimeout: 5 * time.Second,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	return reverseproxy.HTTP1Transport(c, 5*time.Second)
 }
