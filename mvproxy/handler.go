@@ -167,7 +167,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case LocalUnavailable:
 		h.o.Metrics.ProxyError(ErrorLocalUnreachable, h.o.Directory.MetricLabels(gvr))
 		reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-			LocalUnreachableMessage, retryAfterSeconds)
+			reverseproxy.LocalUnreachableMessage, retryAfterSeconds)
 	case Peer:
 		peers := h.o.Directory.Capable(key)
 		if len(peers) == 0 { // the last capable peer left since route
@@ -404,12 +404,3 @@ func (h *Handler) serveMerged(w http.ResponseWriter, r *http.Request) {
 
 // errNotSynced is returned while the caches have not been filled once.
 var errNotSynced = errors.New("mvproxy: discovery caches have not synced yet")
-
-// LocalUnreachableMessage answers a request when the local apiserver cannot be reached
-// and no peer serves what it asks for. It names no address: clients may be anonymous.
-const LocalUnreachableMessage = "mvproxy: the local apiserver is unreachable; see the proxy's log"
-
-// LocalMayHaveProcessedMessage answers a request that is not a read when the connection
-// to the local apiserver failed after the request may have reached it: it may have been
-// processed, so the answer (a 503) carries no Retry-After.
-const LocalMayHaveProcessedMessage = "mvproxy: the local apiserver did not answer; the request may have been processed; see the proxy's log"

@@ -74,3 +74,13 @@ func HTTP1Transport(c *tls.Config, timeout time.Duration) *http.Transport {
 		IdleConnTimeout:     90 * time.Second,
 	}
 }
+
+// LocalUnreachableMessage answers a request when the local apiserver cannot be reached
+// and no peer serves what it asks for (the mixed version proxy, as a filter and as a
+// sidecar). It names no address: clients may be anonymous.
+const LocalUnreachableMessage = "mvproxy: the local apiserver is unreachable; see the proxy's log"
+
+// LocalMayHaveProcessedMessage answers a request that is not a read when the connection
+// to the local apiserver failed after the request may have reached it: it may have been
+// processed, so the answer (a 503) carries no Retry-After.
+const LocalMayHaveProcessedMessage = "mvproxy: the local apiserver did not answer; the request may have been processed; see the proxy's log"

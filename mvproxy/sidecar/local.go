@@ -80,11 +80,11 @@ func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir 
 			if sent, _ := r.Context().Value(sentKey{}).(*reverseproxy.Sent); sent != nil && sent.Maybe() && !reverseproxy.Repeatable(r.Method) {
 				// It may have been processed: no Retry-After, which clients obey for any method.
 				reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-					mvproxy.LocalMayHaveProcessedMessage, 0)
+					reverseproxy.LocalMayHaveProcessedMessage, 0)
 				return
 			}
 			reverseproxy.WriteStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-				mvproxy.LocalUnreachableMessage, retryAfterSeconds)
+				reverseproxy.LocalUnreachableMessage, retryAfterSeconds)
 		},
 		ErrorLog:   reverseproxy.ErrorLog(log),
 		BufferPool: reverseproxy.BufferPool,

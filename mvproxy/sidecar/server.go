@@ -97,9 +97,9 @@ func selectCertificate(peerServerName string, peer, serving func() (*tls.Certifi
 	}
 }
 
-// VerifyPeerCertificate reports, with the x509 error, whether peers that verify with
+// verifyPeerCertificate reports, with the x509 error, whether peers that verify with
 // roots for serverName accept cert, the certificate a sidecar presents to them.
-func VerifyPeerCertificate(cert *tls.Certificate, roots *x509.CertPool, serverName string) error {
+func verifyPeerCertificate(cert *tls.Certificate, roots *x509.CertPool, serverName string) error {
 	if len(cert.Certificate) == 0 {
 		return errors.New("no certificate")
 	}

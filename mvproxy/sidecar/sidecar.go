@@ -229,7 +229,7 @@ func (o *Options) checkPeerCertificate() error {
 	}
 	cert, err := get()
 	if err == nil {
-		err = VerifyPeerCertificate(cert, o.PeerRootCAs, o.PeerServerName)
+		err = verifyPeerCertificate(cert, o.PeerRootCAs, o.PeerServerName)
 	}
 	if err != nil {
 		return &PeerCertificateError{Peer: peer, ServerName: o.PeerServerName, Err: err}
