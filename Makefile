@@ -71,8 +71,9 @@ release: ## Archives of kplug for linux, darwin and windows (amd64, arm64), SBOM
 	$(GO) run ./hack/release --version $(VERSION) --syft $(BIN)/syft --out $(CURDIR)/_output/release
 
 .PHONY: release-check
-release-check: ## Build the release of HEAD twice (two clones, different paths) and check it: identical bytes, SHA256SUMS, SBOMs, image, krew
+release-check: ## Build the release of HEAD twice (two clones, different paths) and check it: identical bytes, SHA256SUMS, SBOMs, image, krew, go install from its module proxy
 	hack/tools/build.sh syft krew kubectl
+	KPLUG_RELEASE_CHECK=1 $(GO) test -count=1 -timeout 20m -run '^TestGoInstallFromTheReleasesModuleProxy$$' -v ./hack/release/
 	KPLUG_E2E_REQUIRED=1 KPLUG_RELEASE_CHECK=1 $(GO) test -count=1 -timeout 90m -run '^TestRelease$$' -v ./test/e2e/
 
 .PHONY: image-push

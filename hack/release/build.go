@@ -118,6 +118,9 @@ func build(ctx context.Context, o options) error {
 	if err := writeImage(ctx, filepath.Join(dist, "image"), src, o.version, c, built); err != nil {
 		return err
 	}
+	if err := writeModuleProxy(filepath.Join(dist, goProxyDir), src, o.version, c); err != nil {
+		return err
+	}
 	if err := writeChecksums(dist); err != nil {
 		return err
 	}
