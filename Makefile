@@ -52,13 +52,14 @@ load: deps tools ## Load, soak and faults, long form: each proxy 10 min beside t
 	cd test/load && KPLUG_E2E_REQUIRED=1 $(GO) test -count=1 -timeout 120m -v -run '^TestLoad$$' . -args -load
 
 .PHONY: lint
-lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint, the API against the last tag
+lint: tools ## gofmt, go vet for linux, darwin and windows, golangci-lint, the API against the last tag, commit subjects
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	for os in linux darwin windows; do echo "go vet ($$os)"; GOOS=$$os $(GO) vet ./...; done
 	cd test/load && $(GO) vet ./...
 	$(BIN)/golangci-lint run --allow-parallel-runners ./...
 	hack/apicheck.sh
+	hack/commitcheck.sh
 
 .PHONY: bench
 bench: ## Benchmarks: kplug beside the upstream code it replaces (see docs/benchmarks.md)
