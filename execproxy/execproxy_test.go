@@ -36,8 +36,8 @@ import (
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
-	"github.com/kplug/kplug/internal/testkit/exectest"
 	"github.com/kplug/kplug/internal/reverseproxy"
+	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
 // dialAsEnv makes the test binary try to connect to the unix socket it names and print the
