@@ -174,7 +174,11 @@ func TestPeerPathWithoutRoute(t *testing.T) {
 		return nil, errors.New("not reached")
 	})}
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "https://peer/apis/batch/v1/jobs", nil)
-	if _, err := ft.RoundTrip(req); !errors.Is(err, errNoRoute) || called {
+	resp, err := ft.RoundTrip(req)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	if !errors.Is(err, errNoRoute) || called {
 		t.Errorf("RoundTrip without a route: %v (sent: %v), want errNoRoute and nothing sent", err, called)
 	}
 	ctx := context.WithValue(t.Context(), routeKey{}, &routeState{})
