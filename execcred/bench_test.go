@@ -1,7 +1,6 @@
 package execcred
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -84,7 +83,7 @@ func BenchmarkCachedCredential(b *testing.B) {
 	}{{"client-go", clientGoRoundTripper}, {"kplug", kplugRoundTripper}} {
 		b.Run("in-memory/"+impl.name, func(b *testing.B) {
 			rt := impl.rt(b, benchExecConfig(benchPlugin(b, "bench-"+impl.name)), canned{})
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k.example/api", nil)
+			req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, "https://k.example/api", nil)
 			resp, err := rt.RoundTrip(req) // warm the cache
 			if err != nil {
 				b.Fatal(err)
@@ -111,7 +110,7 @@ func BenchmarkCachedCredential(b *testing.B) {
 			defer base.CloseIdleConnections()
 			client := &http.Client{Transport: impl.rt(b, benchExecConfig(benchPlugin(b, "bench-"+impl.name)), base)}
 			get := func() {
-				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+				req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, srv.URL, nil)
 				resp, err := client.Do(req)
 				if err != nil {
 					b.Fatal(err)
@@ -149,7 +148,7 @@ func BenchmarkColdConcurrent(b *testing.B) {
 				var wg sync.WaitGroup
 				for range 1000 {
 					wg.Go(func() {
-						req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k.example/api", nil)
+						req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, "https://k.example/api", nil)
 						resp, err := rt.RoundTrip(req)
 						if err != nil {
 							b.Error(err)
@@ -211,7 +210,7 @@ func BenchmarkSignedRequest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := src.Credential(context.Background(), nil); err != nil { // warm the cache
+		if _, err := src.Credential(b.Context(), nil); err != nil { // warm the cache
 			b.Fatal(err)
 		}
 		rt := &Transport{Source: src, Base: sink{}}
@@ -223,7 +222,7 @@ func BenchmarkSignedRequest(b *testing.B) {
 					if method == http.MethodPost {
 						r = strings.NewReader(body)
 					}
-					req, _ := http.NewRequestWithContext(context.Background(), method, "https://k.example/api/v1/namespaces/default/configmaps?limit=500", r)
+					req, _ := http.NewRequestWithContext(b.Context(), method, "https://k.example/api/v1/namespaces/default/configmaps?limit=500", r)
 					resp, err := rt.RoundTrip(req)
 					if err != nil {
 						b.Fatal(err)

@@ -19,7 +19,7 @@ func TestFuncSource(t *testing.T) {
 		seen = append(seen, info)
 		return answer, nil
 	}, plugin.Info{Cluster: &Cluster{Server: "https://k"}})
-	ctx := context.Background()
+	ctx := t.Context()
 	first, err := src.Credential(ctx, nil)
 	if err != nil || first.Token != "t" {
 		t.Fatalf("first: %v, %v", first, err)

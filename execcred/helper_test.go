@@ -1,7 +1,6 @@
 package execcred
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -67,7 +66,7 @@ func newSource(t testing.TB, cfg Config, opts Options) Source {
 
 func mustCred(t *testing.T, src Source) *Credential {
 	t.Helper()
-	c, err := src.Credential(context.Background(), nil)
+	c, err := src.Credential(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

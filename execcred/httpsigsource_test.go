@@ -2,7 +2,6 @@ package execcred
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -41,7 +40,7 @@ func getAndPost(t *testing.T, rt http.RoundTripper, url string) {
 		if m.body != "" {
 			body = strings.NewReader(m.body)
 		}
-		req, err := http.NewRequestWithContext(context.Background(), m.method, url+"/api/v1/namespaces?limit=1", body)
+		req, err := http.NewRequestWithContext(t.Context(), m.method, url+"/api/v1/namespaces?limit=1", body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +239,7 @@ func TestHTTPSignaturePluginErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = src.Credential(context.Background(), nil)
+			_, err = src.Credential(t.Context(), nil)
 			want := `execcred: plugin "` + p.Path() + `": ` + tc.err
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
 				t.Errorf("error:\n got %v\nwant %s", err, want)

@@ -1,7 +1,6 @@
 package execcred
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
@@ -117,7 +116,7 @@ func TestExecInfoBytesMatchClientGo(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.Env = ours.Env() // FromRESTConfig read them from the kubeconfig; keep ours
-		if _, err := newSource(t, *cfg, Options{}).Credential(context.Background(), nil); err != nil {
+		if _, err := newSource(t, *cfg, Options{}).Credential(t.Context(), nil); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		want, got := infos(theirs), infos(ours)

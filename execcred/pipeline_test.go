@@ -64,7 +64,7 @@ func TestConcurrentCallersShareOneRun(t *testing.T) {
 	errs := make(chan error, 50)
 	for range 50 {
 		wg.Go(func() {
-			c, err := src.Credential(context.Background(), nil)
+			c, err := src.Credential(t.Context(), nil)
 			if err == nil && c.Token != "shared" {
 				err = errors.New("wrong token " + c.Token)
 			}
@@ -87,7 +87,7 @@ func TestCallerContextEndsWaitNotRun(t *testing.T) {
 	t.Parallel()
 	f := exectest.New(t).Stdout(tokenOutput(V1, "slow", time.Time{})).Sleep(300 * time.Millisecond)
 	src := newSource(t, fakeConfig(f, V1), Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := src.Credential(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
@@ -113,7 +113,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	})}}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := src.Credential(ctx, nil); !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "execcred: waiting for the credential plugin: ") {
 		t.Fatalf("canceled caller: %v", err)
@@ -128,7 +128,7 @@ func TestRefreshAfter401(t *testing.T) {
 	t.Parallel()
 	f := exectest.New(t).Stdout(tokenOutput(V1, "old", time.Time{}))
 	src := newSource(t, fakeConfig(f, V1), Options{})
-	ctx := context.Background()
+	ctx := t.Context()
 	used := mustCred(t, src)
 	f.Stdout(tokenOutput(V1, "new", time.Time{}))
 	rejected := &Rejection{Credential: used, Response: &Response{Code: 401, Header: http.Header{}}}
@@ -149,7 +149,7 @@ func TestFailedRefreshKeepsOldCredential(t *testing.T) {
 	src := newSource(t, fakeConfig(f, V1), Options{})
 	used := mustCred(t, src)
 	f.Stdout("not json")
-	if _, err := src.Credential(context.Background(), &Rejection{Credential: used, Response: &Response{Code: 401}}); err == nil {
+	if _, err := src.Credential(t.Context(), &Rejection{Credential: used, Response: &Response{Code: 401}}); err == nil {
 		t.Fatal("refresh with garbage output succeeded")
 	}
 	if got := mustToken(t, src); got != "old" {
@@ -214,7 +214,7 @@ func TestBackoffAfterFailure(t *testing.T) {
 	f := exectest.New(t).Exit(3).Stderr("login required")
 	clk := newClock()
 	src := newSource(t, fakeConfig(f, V1), Options{Now: clk.Now, Backoff: time.Second, MaxBackoff: 4 * time.Second})
-	ctx := context.Background()
+	ctx := t.Context()
 	want := `execcred: plugin "` + f.Path() + `" exited with code 3: login required`
 	for i, step := range []struct {
 		advance  time.Duration
@@ -250,7 +250,7 @@ func TestFailingPluginRunsEveryTimeWithoutBackoff(t *testing.T) {
 	f := exectest.New(t).Exit(1)
 	src := newSource(t, fakeConfig(f, V1), Options{})
 	for range 3 {
-		if _, err := src.Credential(context.Background(), nil); err == nil {
+		if _, err := src.Credential(t.Context(), nil); err == nil {
 			t.Fatal("want an error")
 		}
 	}
@@ -267,7 +267,7 @@ func TestV1alpha1ResponseOnlyOnRefresh(t *testing.T) {
 	src := newSource(t, cfg, Options{})
 	used := mustCred(t, src)
 	rejected := &Rejection{Credential: used, Response: &Response{Code: 401, Header: http.Header{"Www-Authenticate": {`Bearer realm="x"`}}}}
-	if _, err := src.Credential(context.Background(), rejected); err != nil {
+	if _, err := src.Credential(t.Context(), rejected); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -331,7 +331,7 @@ func TestPluginErrors(t *testing.T) {
 		tt.fake(f)
 		cfg := fakeConfig(f, V1)
 		cfg.InteractiveMode = tt.mode
-		_, err := newSource(t, cfg, Options{}).Credential(context.Background(), nil)
+		_, err := newSource(t, cfg, Options{}).Credential(t.Context(), nil)
 		if want := strings.ReplaceAll(tt.wantf, "%s", f.Path()); err == nil || err.Error() != want {
 			t.Errorf("%s:\n got %v\nwant %s", tt.name, err, want)
 		}
@@ -345,7 +345,7 @@ func TestPluginErrors(t *testing.T) {
 func TestInstallHintOnNotFound(t *testing.T) {
 	t.Parallel()
 	src := newSource(t, Config{Command: "kplug-no-such-plugin", APIVersion: V1, InteractiveMode: Never, InstallHint: "brew install thing"}, Options{})
-	_, err := src.Credential(context.Background(), nil)
+	_, err := src.Credential(t.Context(), nil)
 	want := "execcred: plugin \"kplug-no-such-plugin\" not found: no executable \"kplug-no-such-plugin\" in PATH\n\nbrew install thing"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %q\nwant %q", err, want)
@@ -370,7 +370,7 @@ func TestCacheCallsItsSourceOncePerGeneration(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 200 {
 			wg.Go(func() {
-				if _, err := c.Credential(context.Background(), nil); err != nil {
+				if _, err := c.Credential(t.Context(), nil); err != nil {
 					t.Error(err)
 				}
 			})

@@ -1,7 +1,6 @@
 package execcred
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -54,7 +53,7 @@ func TestPolicyDeniesBeforeTheRun(t *testing.T) {
 	} {
 		cfg := fakeConfig(f, V1)
 		cfg.Policy = tt.policy
-		_, err := newSource(t, cfg, Options{Metrics: m}).Credential(context.Background(), nil)
+		_, err := newSource(t, cfg, Options{Metrics: m}).Credential(t.Context(), nil)
 		var denied *kuberc.DeniedError
 		var pe *PluginError
 		switch {
@@ -102,11 +101,11 @@ func TestPolicyCheckedOnEveryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Credential(context.Background(), nil); err != nil {
+	if _, err := p.Credential(t.Context(), nil); err != nil {
 		t.Fatalf("first run: %v", err)
 	}
 	t.Setenv("PATH", other) // "fakeplug" is now another file
-	_, err = p.Credential(context.Background(), nil)
+	_, err = p.Credential(t.Context(), nil)
 	var denied *kuberc.DeniedError
 	if !errors.As(err, &denied) || denied.Policy != kuberc.Allowlist {
 		t.Fatalf("second run: %v, want a denial", err)
@@ -145,7 +144,7 @@ func TestPolicyRelativeCommandUnderBaseDir(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Credential(context.Background(), nil); msg(err) != want {
+		if _, err := p.Credential(t.Context(), nil); msg(err) != want {
 			t.Errorf("allowlist %q: %v, want %q", policy, err, want)
 		}
 	}

@@ -3,7 +3,6 @@
 package execcred
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -46,7 +45,7 @@ func TestInteractiveUnderRealTerminal(t *testing.T) {
 		host.Stdin = tty
 		host.StdinUnavailable = tt.unavailable
 		host.StdinUnavailableMessage = "used by stdin resource manifest reader"
-		cred, err := newSource(t, cfg, Options{Plugin: host}).Credential(context.Background(), nil)
+		cred, err := newSource(t, cfg, Options{Plugin: host}).Credential(t.Context(), nil)
 		if tt.wantErr != "" {
 			if err == nil || !strings.HasSuffix(err.Error(), tt.wantErr) || f.Runs() != 0 {
 				t.Errorf("%s unavailable=%v: err %v after %d runs, want %q and no run", tt.mode, tt.unavailable, err, f.Runs(), tt.wantErr)

@@ -1,7 +1,6 @@
 package execcred
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -63,7 +62,7 @@ func TestTransportAddsTokenWithoutMutatingRequest(t *testing.T) {
 	f := exectest.New(t).Stdout(tokenOutput(V1, "good", time.Time{}))
 	srv := newAuthServer(t, "good")
 	rt := &Transport{Source: newSource(t, fakeConfig(f, V1), Options{})}
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 	if code, _ := do(t, rt, req); code != 200 {
 		t.Fatalf("status %d", code)
 	}
@@ -77,7 +76,7 @@ func TestExistingAuthorizationHeaderWins(t *testing.T) {
 	f := exectest.New(t).Stdout(tokenOutput(V1, "from-plugin", time.Time{}))
 	srv := newAuthServer(t, "static")
 	rt := &Transport{Source: newSource(t, fakeConfig(f, V1), Options{})}
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 	req.Header.Set("Authorization", "Bearer static")
 	if code, _ := do(t, rt, req); code != 200 {
 		t.Errorf("status %d", code)
@@ -94,7 +93,7 @@ func TestUnauthorizedRefreshesAndRetries(t *testing.T) {
 		srv := newAuthServer(t, "old")
 		rt := &Transport{Source: newSource(t, fakeConfig(f, V1), Options{}), RetryAfterRefresh: retry}
 		post := func() *http.Request {
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, strings.NewReader("payload"))
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("payload"))
 			return req
 		}
 		if code, _ := do(t, rt, post()); code != 200 {
@@ -128,7 +127,7 @@ func TestUnreplayableBodyIsNotRetried(t *testing.T) {
 	mustCred(t, src) // "old" is cached
 	rt := &Transport{Source: src, RetryAfterRefresh: true}
 	f.Stdout(tokenOutput(V1, "new", time.Time{}))
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, io.NopCloser(strings.NewReader("once")))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, io.NopCloser(strings.NewReader("once")))
 	if code, _ := do(t, rt, req); code != 401 {
 		t.Errorf("status %d, want the 401: a body without GetBody cannot be sent twice", code)
 	}
@@ -168,7 +167,7 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 	base.TLSClientConfig = &tls.Config{RootCAs: roots, GetClientCertificate: rt.GetClientCertificate, MinVersion: tls.VersionTLS12}
 	base.DialContext = rt.DialContext(nil)
 	remote := func() string {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 		_, body := do(t, rt, req)
 		return body
 	}
@@ -179,7 +178,7 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 
 	// A new token with the same certificate keeps the connection.
 	certOutput(certA, keyA, "t2")
-	if _, err := src.Credential(context.Background(), &Rejection{Credential: mustCred(t, src), Response: &Response{Code: 401}}); err != nil {
+	if _, err := src.Credential(t.Context(), &Rejection{Credential: mustCred(t, src), Response: &Response{Code: 401}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := remote(); got != first {
@@ -188,7 +187,7 @@ func TestConnectionsClosedOnCertificateRotationOnly(t *testing.T) {
 
 	// A new certificate closes it.
 	certOutput(certB, keyB, "t3")
-	if _, err := src.Credential(context.Background(), &Rejection{Credential: mustCred(t, src), Response: &Response{Code: 401}}); err != nil {
+	if _, err := src.Credential(t.Context(), &Rejection{Credential: mustCred(t, src), Response: &Response{Code: 401}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := remote(); got == first {
@@ -222,7 +221,7 @@ func TestMetricsLabels(t *testing.T) {
 		fakeConfig(f, V1),
 		{Command: "kplug-no-such-plugin", APIVersion: V1, InteractiveMode: Never},
 	} {
-		if _, err := newSource(t, cfg, Options{Metrics: m}).Credential(context.Background(), nil); err == nil {
+		if _, err := newSource(t, cfg, Options{Metrics: m}).Credential(t.Context(), nil); err == nil {
 			t.Fatal("want an error")
 		}
 	}
@@ -256,7 +255,7 @@ func TestStaticCredentialsWinOverThePlugin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 		if code, _ := do(t, tr, req); code != 200 {
 			t.Errorf("%s: status %d, want the static token accepted", name, code)
 		}
@@ -271,7 +270,7 @@ func TestTimeoutAppliesToNonInteractiveRuns(t *testing.T) {
 	f := exectest.New(t).Stdout(tokenOutput(V1, "late", time.Time{})).Sleep(20 * time.Second)
 	host := quietHost()
 	host.Timeout = 200 * time.Millisecond
-	_, err := newSource(t, fakeConfig(f, V1), Options{Plugin: host}).Credential(context.Background(), nil)
+	_, err := newSource(t, fakeConfig(f, V1), Options{Plugin: host}).Credential(t.Context(), nil)
 	var te *execplugin.TimeoutError
 	if !errors.As(err, &te) || !strings.HasSuffix(err.Error(), "timed out after 200ms and was killed") {
 		t.Errorf("err = %v, want a timeout naming the plugin", err)

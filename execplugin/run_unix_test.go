@@ -40,7 +40,7 @@ func (r *recorder) only(t *testing.T) Call {
 func TestRunReturnsStdout(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	res, err := rec.runner().Run(context.Background(), fakePlugin(t, "print", "a b", "c"))
+	res, err := rec.runner().Run(t.Context(), fakePlugin(t, "print", "a b", "c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestEnvironmentPrecedence(t *testing.T) {
 	cmd := fakePlugin(t, "env", "A", "B", "C", "KUBERNETES_EXEC_INFO", "PATH", "UNSET")
 	cmd.Env = append(cmd.Env, "B=caller", "KUBERNETES_EXEC_INFO=caller", "C=first", "C=second")
 	cmd.Reserved = []string{"KUBERNETES_EXEC_INFO=reserved"}
-	res, err := r.Run(context.Background(), cmd)
+	res, err := r.Run(t.Context(), cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestInvalidEnvironmentEntry(t *testing.T) {
 	var rec recorder
 	cmd := fakePlugin(t, "print")
 	cmd.Env = append(cmd.Env, "NOVALUE")
-	_, err := rec.runner().Run(context.Background(), cmd)
+	_, err := rec.runner().Run(t.Context(), cmd)
 	want := fmt.Sprintf(`plugin %q: invalid environment entry "NOVALUE": want NAME=VALUE`, os.Args[0])
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
@@ -113,7 +113,7 @@ func TestStdinModes(t *testing.T) {
 	for _, tt := range tests {
 		cmd := fakePlugin(t, "stdin")
 		cmd.Stdin = tt.stdin
-		res, err := (&Runner{}).Run(context.Background(), cmd)
+		res, err := (&Runner{}).Run(t.Context(), cmd)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -125,7 +125,7 @@ func TestStdinModes(t *testing.T) {
 
 func TestNonInteractivePluginLeadsItsOwnProcessGroup(t *testing.T) {
 	t.Parallel()
-	res, err := (&Runner{}).Run(context.Background(), fakePlugin(t, "pgrp"))
+	res, err := (&Runner{}).Run(t.Context(), fakePlugin(t, "pgrp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestTimeoutKillsPlugin(t *testing.T) {
 				cmd.Args = append(cmd.Args, "ignore-term")
 			}
 			cmd.Timeout = 500 * time.Millisecond
-			_, err := rec.runner().Run(context.Background(), cmd)
+			_, err := rec.runner().Run(t.Context(), cmd)
 			var te *TimeoutError
 			if !errors.As(err, &te) {
 				t.Fatalf("err = %v, want a TimeoutError", err)
@@ -169,7 +169,7 @@ func TestTimeoutKillsGrandchildHoldingStdout(t *testing.T) {
 	cmd := fakePlugin(t, "grandchild", pidFile, "hang")
 	cmd.Timeout = 500 * time.Millisecond
 	var rec recorder
-	_, err := rec.runner().Run(context.Background(), cmd)
+	_, err := rec.runner().Run(t.Context(), cmd)
 	var te *TimeoutError
 	if !errors.As(err, &te) {
 		t.Fatalf("err = %v, want a TimeoutError", err)
@@ -181,7 +181,7 @@ func TestGrandchildHoldingStdoutAfterExitIsKilled(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	var rec recorder
-	_, err := rec.runner().Run(context.Background(), fakePlugin(t, "grandchild", pidFile, "exit"))
+	_, err := rec.runner().Run(t.Context(), fakePlugin(t, "grandchild", pidFile, "exit"))
 	var he *OutputHeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("err = %v, want an OutputHeldError", err)
@@ -198,7 +198,7 @@ func TestGrandchildHoldingStdoutAfterExitIsKilled(t *testing.T) {
 func TestCancelKillsPlugin(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	var rec recorder
 	go func() {
@@ -220,7 +220,7 @@ func TestCancelKillsPlugin(t *testing.T) {
 func TestOutputCap(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	res, err := rec.runner().Run(context.Background(), fakePlugin(t, "flood", strconv.Itoa(DefaultMaxOutput)))
+	res, err := rec.runner().Run(t.Context(), fakePlugin(t, "flood", strconv.Itoa(DefaultMaxOutput)))
 	if err != nil {
 		t.Fatalf("output of exactly the default cap: %v", err)
 	}
@@ -228,7 +228,7 @@ func TestOutputCap(t *testing.T) {
 		t.Errorf("got %d bytes, want %d", len(res.Stdout), DefaultMaxOutput)
 	}
 
-	_, err = rec.runner().Run(context.Background(), fakePlugin(t, "flood", strconv.Itoa(DefaultMaxOutput+1), "hang"))
+	_, err = rec.runner().Run(t.Context(), fakePlugin(t, "flood", strconv.Itoa(DefaultMaxOutput+1), "hang"))
 	var oe *OutputTooLargeError
 	if !errors.As(err, &oe) || oe.Limit != DefaultMaxOutput {
 		t.Fatalf("err = %v, want an OutputTooLargeError with limit %d", err, DefaultMaxOutput)
@@ -239,7 +239,7 @@ func TestOutputCap(t *testing.T) {
 
 	cmd := fakePlugin(t, "flood", "5000", "hang")
 	cmd.MaxOutput = 4096
-	_, err = rec.runner().Run(context.Background(), cmd)
+	_, err = rec.runner().Run(t.Context(), cmd)
 	if !errors.As(err, &oe) || oe.Limit != 4096 {
 		t.Errorf("err = %v, want an OutputTooLargeError with limit 4096", err)
 	}
@@ -251,7 +251,7 @@ func TestOutputCap(t *testing.T) {
 func TestExitError(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	res, err := rec.runner().Run(context.Background(), fakePlugin(t, "exit", "3", "error: token expired\n"))
+	res, err := rec.runner().Run(t.Context(), fakePlugin(t, "exit", "3", "error: token expired\n"))
 	if res != nil {
 		t.Errorf("a failed run returned a result: %q", res.Stdout)
 	}
@@ -276,7 +276,7 @@ func TestExitError(t *testing.T) {
 func TestDeathBySignal(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	_, err := rec.runner().Run(context.Background(), fakePlugin(t, "signal"))
+	_, err := rec.runner().Run(t.Context(), fakePlugin(t, "signal"))
 	var ee *ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("err = %v, want an ExitError", err)
@@ -296,7 +296,7 @@ func TestStderrTailIsBounded(t *testing.T) {
 	t.Parallel()
 	var rec recorder
 	const total = 100 << 10
-	_, err := rec.runner().Run(context.Background(), fakePlugin(t, "stderr", strconv.Itoa(total)))
+	_, err := rec.runner().Run(t.Context(), fakePlugin(t, "stderr", strconv.Itoa(total)))
 	var ee *ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("err = %v, want an ExitError", err)
@@ -335,7 +335,7 @@ func TestCommandResolution(t *testing.T) {
 	for _, tt := range tests {
 		cmd := fakePlugin(t, "print", "ran")
 		cmd.Path, cmd.BaseDir = tt.path, tt.baseDir
-		res, err := (&Runner{}).Run(context.Background(), cmd)
+		res, err := (&Runner{}).Run(t.Context(), cmd)
 		if err != nil {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
@@ -362,7 +362,7 @@ func TestNotFound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var rec recorder
-		_, err := rec.runner().Run(context.Background(), Command{Path: tt.path, BaseDir: tt.baseDir, InstallHint: "brew install kplug-plugin"})
+		_, err := rec.runner().Run(t.Context(), Command{Path: tt.path, BaseDir: tt.baseDir, InstallHint: "brew install kplug-plugin"})
 		var nf *NotFoundError
 		if !errors.As(err, &nf) {
 			t.Errorf("%s: err = %v, want a NotFoundError", tt.name, err)
@@ -398,7 +398,7 @@ func TestNotExecutable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var rec recorder
-		_, err := rec.runner().Run(context.Background(), Command{Path: tt.path})
+		_, err := rec.runner().Run(t.Context(), Command{Path: tt.path})
 		var ne *NotExecutableError
 		if !errors.As(err, &ne) || err.Error() != tt.want {
 			t.Errorf("err = %v\nwant %s", err, tt.want)
@@ -416,7 +416,7 @@ func TestEnvironmentTooLarge(t *testing.T) {
 	cmd := fakePlugin(t, "print")
 	cmd.Reserved = []string{"KUBERNETES_EXEC_INFO=" + ca}
 	var rec recorder
-	_, err := rec.runner().Run(context.Background(), cmd)
+	_, err := rec.runner().Run(t.Context(), cmd)
 	var tb *EnvTooLargeError
 	if !errors.As(err, &tb) {
 		t.Fatalf("err = %v, want an EnvTooLargeError", err)
@@ -493,7 +493,7 @@ func TestAnswerAtEOFLeavesAPluginThatKeepsServing(t *testing.T) {
 	cmd := fakePlugin(t, "answer-and-stay", pidFile)
 	cmd.AnswerAtEOF = true
 	var rec recorder
-	res, err := rec.runner().Run(context.Background(), cmd)
+	res, err := rec.runner().Run(t.Context(), cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +516,7 @@ func TestAnswerAtEOFStillReportsFailures(t *testing.T) {
 	cmd := fakePlugin(t, "exit", "4", "bad")
 	cmd.AnswerAtEOF = true
 	var rec recorder
-	_, err := rec.runner().Run(context.Background(), cmd)
+	_, err := rec.runner().Run(t.Context(), cmd)
 	var ee *ExitError
 	if !errors.As(err, &ee) || ee.Code != 4 {
 		t.Errorf("err = %v, want exit code 4", err)
@@ -524,7 +524,7 @@ func TestAnswerAtEOFStillReportsFailures(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	hang := fakePlugin(t, "hang", pidFile)
 	hang.AnswerAtEOF, hang.Timeout = true, 300*time.Millisecond
-	_, err = rec.runner().Run(context.Background(), hang)
+	_, err = rec.runner().Run(t.Context(), hang)
 	var te *TimeoutError
 	if !errors.As(err, &te) {
 		t.Errorf("err = %v, want a timeout", err)
@@ -532,7 +532,7 @@ func TestAnswerAtEOFStillReportsFailures(t *testing.T) {
 	waitGone(t, readPID(t, pidFile))
 	big := fakePlugin(t, "flood", "5000", "hang")
 	big.AnswerAtEOF, big.MaxOutput = true, 4096
-	_, err = rec.runner().Run(context.Background(), big)
+	_, err = rec.runner().Run(t.Context(), big)
 	var oe *OutputTooLargeError
 	if !errors.As(err, &oe) {
 		t.Errorf("err = %v, want output too large", err)

@@ -108,7 +108,7 @@ func TestSecurityBridgeRefusesOtherUsers(t *testing.T) {
 	guess := proxyAuthorization(b.ProxyURL())
 	guess = guess[:len(guess)-4] + "AAA=" // the right user name, a wrong secret
 	for _, auth := range []string{"", guess, "Bearer x", proxyAuthorization(b.ProxyURL())} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		cmd := u.Command(ctx, bin)
 		cmd.Env = append(cmd.Env, connectEnv+"="+b.Addr, "CONNECT_AUTH="+auth)
 		out, err := cmd.CombinedOutput()
@@ -124,12 +124,12 @@ func TestSecurityBridgeRefusesOtherUsers(t *testing.T) {
 		t.Errorf("refused connections ran the plugin %d times", n)
 	}
 	// The bridge's own user without the secret is refused by the secret.
-	if status, err := connect(b.Addr, guess); err != nil || status != "HTTP/1.1 407 Proxy Authentication Required" {
+	if status, err := connect(t.Context(), b.Addr, guess); err != nil || status != "HTTP/1.1 407 Proxy Authentication Required" {
 		t.Errorf("CONNECT with a wrong secret: %q, %v; want 407", status, err)
 	}
 	// The client that holds the secret gets through to the (dead) proxy, and only then is
 	// the plugin run to restart it.
-	status, err := connect(b.Addr, proxyAuthorization(b.ProxyURL()))
+	status, err := connect(t.Context(), b.Addr, proxyAuthorization(b.ProxyURL()))
 	if err != nil || status != "HTTP/1.1 502 Bad Gateway" || restarts.Load() != 1 {
 		t.Errorf("CONNECT with the secret: %q, %v, %d plugin runs; want a 502 after one run", status, err, restarts.Load())
 	}

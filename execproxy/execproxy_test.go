@@ -59,7 +59,7 @@ func selfProxy() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	err = server.Serve(context.Background(), server.Options{
+	err = server.Serve(context.Background(), server.Options{ //nolint:forbidigo // a helper process: no test here
 		Upstream:     upstream,
 		LockFilePath: info.LockFilePath,
 		SocketDir:    os.Getenv("SOCKET_DIR"),
@@ -169,7 +169,7 @@ func serve(t *testing.T, up *httptest.Server, mutate func(*server.Options)) *run
 	if mutate != nil {
 		mutate(&o)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	r := &running{done: make(chan error, 1), cancel: cancel, lock: lock, dir: dir}
 	go func() { r.done <- server.Serve(ctx, o) }()
 	select {
@@ -231,7 +231,7 @@ func client(t *testing.T, r *running, upURL string) (*http.Client, *execproxy.Br
 
 func get(t *testing.T, c *http.Client, url string) string {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +303,7 @@ func TestWatchEventsArriveUnbuffered(t *testing.T) {
 	up := upstream(t)
 	r := serve(t, up, nil)
 	c, _ := client(t, r, up.URL)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/watch", nil)
 	resp, err := c.Do(req)
@@ -325,7 +325,7 @@ func TestUpgradeThroughBothHops(t *testing.T) {
 	cred := r.credential(t)
 	// Speak HTTP/1.1 through the bridge's CONNECT tunnel and the proxy's TLS, as SPDY and
 	// WebSocket clients do.
-	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", b.Addr)
+	conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", b.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestRefusesConnectionsWithoutTheIssuedCertificate(t *testing.T) {
 	cred := r.credential(t)
 	cfg := proxyTLS(t, cred)
 	cfg.Certificates, cfg.GetClientCertificate = nil, nil
-	conn, err := (&net.Dialer{}).DialContext(context.Background(), "unix", execproxy.SocketPath(cred.Proxy))
+	conn, err := (&net.Dialer{}).DialContext(t.Context(), "unix", execproxy.SocketPath(cred.Proxy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestIdleTimeoutAndStaleSockets(t *testing.T) {
 }
 
 func TestRequiresLockFile(t *testing.T) {
-	err := server.Serve(context.Background(), server.Options{Upstream: &rest.Config{Host: "https://k"}, SocketDir: t.TempDir()})
+	err := server.Serve(t.Context(), server.Options{Upstream: &rest.Config{Host: "https://k"}, SocketDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "did not send spec.lockFilePath") {
 		t.Errorf("err = %v", err)
 	}
@@ -446,7 +446,7 @@ func proxyTLS(t *testing.T, cred *execcred.Credential) *tls.Config {
 const connectEnv = "KPLUG_EXECPROXY_CONNECT"
 
 func connectAndPrintStatus(addr string) {
-	status, err := connect(addr, os.Getenv("CONNECT_AUTH"))
+	status, err := connect(context.Background(), addr, os.Getenv("CONNECT_AUTH")) //nolint:forbidigo // a helper process: no test here
 	if err != nil {
 		fmt.Print(err)
 		return
@@ -463,7 +463,7 @@ func holdConnections(addr string) {
 	n, _ := strconv.Atoi(os.Getenv("HOLD_N"))
 	var held []net.Conn
 	for range n {
-		c, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(context.Background(), "tcp", addr)
+		c, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(context.Background(), "tcp", addr) //nolint:forbidigo // a helper process: no test here
 		if err != nil {
 			break
 		}
@@ -478,8 +478,8 @@ func holdConnections(addr string) {
 
 // connect sends a CONNECT request to the bridge at addr and returns the response's status
 // line.
-func connect(addr, auth string) (string, error) {
-	conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(context.Background(), "tcp", addr)
+func connect(ctx context.Context, addr, auth string) (string, error) {
+	conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return "", err
 	}

@@ -3,7 +3,6 @@
 package execproxy_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,7 +160,7 @@ func TestSecurityLockFilePathIsChecked(t *testing.T) {
 	} {
 		done := make(chan error, 1)
 		go func() {
-			done <- server.Serve(context.Background(), server.Options{
+			done <- server.Serve(t.Context(), server.Options{
 				Upstream: &rest.Config{Host: "https://127.0.0.1:1"}, LockFilePath: tt.path, SocketDir: filepath.Join(dir, "proxy"),
 				Ready: func(*execcred.Status) { t.Errorf("the proxy started for %s", tt.path) },
 			})
@@ -237,7 +236,7 @@ func TestSecurityProxyClosesAnInheritedLockDescriptor(t *testing.T) {
 // Issue 12 finding 15: kplug's own client must not leak its lock into the plugin.
 func TestSecurityClientDoesNotLeakItsLock(t *testing.T) {
 	fake := exectest.New(t).Behaviour("lock-fds")
-	s, err := execproxy.Connect(context.Background(), &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: execConfig(fake)},
+	s, err := execproxy.Connect(t.Context(), &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: execConfig(fake)},
 		execproxy.Options{RuntimeDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +318,7 @@ func TestSecurityUpstreamHandshakeTimesOut(t *testing.T) {
 	r := serve(t, upstream(t), func(o *server.Options) { o.Upstream = &rest.Config{Host: silent} })
 	c, _ := client(t, r, silent)
 	c.Timeout = 2 * time.Minute // longer than any timeout the proxy should have
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, silent+"/version", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, silent+"/version", nil)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("the request was held until the client gave up: %v", err)

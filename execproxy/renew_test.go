@@ -43,7 +43,7 @@ func TestCloseIdleConnectionsRenewsThePool(t *testing.T) {
 	t.Cleanup(func() { close(renew) })
 	c, _ := client(t, r, up.URL)
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/watch", nil)
 	resp, err := c.Do(req)

@@ -3,7 +3,6 @@
 package execproxy_test
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -89,7 +88,7 @@ func (s *whoServer) config(exec *clientcmdapi.ExecConfig) *rest.Config {
 // whoVia asks the server who the request came as, through rt.
 func whoVia(t *testing.T, rt http.RoundTripper, url string) string {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +143,7 @@ func TestSessionEveryCredential(t *testing.T) {
 		p := exectest.New(t).Stdout(tt.stdout)
 		cfg := srv.config(execConfig(p))
 		cfg.BearerToken = tt.static
-		s, err := execproxy.Connect(context.Background(), cfg, execproxy.Options{RuntimeDir: t.TempDir()})
+		s, err := execproxy.Connect(t.Context(), cfg, execproxy.Options{RuntimeDir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -170,7 +169,7 @@ func TestSessionTransportRunsACertificatePluginOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := exectest.New(t).Stdout(fmt.Sprintf(`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":%q,"clientKeyData":%q}}`, client.CertPEM, client.KeyPEM))
-	s, err := execproxy.Connect(context.Background(), srv.config(execConfig(p)), execproxy.Options{RuntimeDir: t.TempDir()})
+	s, err := execproxy.Connect(t.Context(), srv.config(execConfig(p)), execproxy.Options{RuntimeDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +189,7 @@ func TestSessionTokenRefreshedAfter401(t *testing.T) {
 	t.Parallel()
 	srv := newWhoServer(t, "old")
 	p := exectest.New(t).Stdout(`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"old"}}`)
-	s, err := execproxy.Connect(context.Background(), srv.config(execConfig(p)), execproxy.Options{RuntimeDir: t.TempDir()})
+	s, err := execproxy.Connect(t.Context(), srv.config(execConfig(p)), execproxy.Options{RuntimeDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +209,7 @@ func TestSessionConfigErrors(t *testing.T) {
 	p := exectest.New(t)
 	ec := execConfig(p)
 	ec.APIVersion = "client.authentication.k8s.io/v2"
-	_, err := execproxy.Connect(context.Background(), &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: ec}, execproxy.Options{RuntimeDir: t.TempDir()})
+	_, err := execproxy.Connect(t.Context(), &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: ec}, execproxy.Options{RuntimeDir: t.TempDir()})
 	var ce *execcred.ConfigError
 	if !errors.As(err, &ce) || err.Error() != `exec plugin: invalid apiVersion "client.authentication.k8s.io/v2"` || p.Runs() != 0 {
 		t.Errorf("Connect: %v after %d runs", err, p.Runs())
@@ -230,7 +229,7 @@ func TestPluginThatIsItsOwnProxy(t *testing.T) {
 	ec := execConfig(p, "SOCKET_DIR="+filepath.Join(dir, "proxy"))
 	ec.ProvideClusterInfo = true
 	cfg := &rest.Config{Host: up.URL, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM(up)}, ExecProvider: ec}
-	s, err := execproxy.Connect(context.Background(), cfg, execproxy.Options{RuntimeDir: filepath.Join(dir, "client")})
+	s, err := execproxy.Connect(t.Context(), cfg, execproxy.Options{RuntimeDir: filepath.Join(dir, "client")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func TestExecThroughTheProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stdout bytes.Buffer
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout})
 		cancel()
 		if err != nil || stdout.String() != execOutput {
@@ -213,7 +213,7 @@ func forwardPort(t *testing.T, dialer httpstream.Dialer) (port uint16, stop func
 // pingPong sends a line through the forwarded port and expects it back.
 func pingPong(t *testing.T, port uint16) {
 	t.Helper()
-	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestUpstreamThroughTheClusterProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout}); err != nil || stdout.String() != execOutput {
 		t.Errorf("exec through both proxies: %q, %v", stdout.String(), err)

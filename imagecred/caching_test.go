@@ -25,7 +25,7 @@ func TestCacheRunsItsProviderOncePerEntry(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 200 {
 			wg.Go(func() {
-				if _, err := p.Provide(context.Background(), &Request{Image: "registry.io/app"}); err != nil {
+				if _, err := p.Provide(t.Context(), &Request{Image: "registry.io/app"}); err != nil {
 					t.Error(err)
 				}
 			})

@@ -50,7 +50,7 @@ func TestFuncProvider(t *testing.T) {
 	p := FuncProvider(r.plugin)
 	sa := &ServiceAccountRequest{Namespace: "ns", Name: "sa", UID: "uid", Annotations: map[string]string{"a": "1"}, Token: "tok"}
 	for _, req := range []*Request{{Image: "registry.io/app"}, {Image: "registry.io/app", ServiceAccount: sa}} {
-		resp, err := p.Provide(context.Background(), req)
+		resp, err := p.Provide(t.Context(), req)
 		if err != nil || !cmp.Equal(resp.Auth, robot) {
 			t.Errorf("Provide = %+v, %v", resp, err)
 		}
@@ -73,7 +73,7 @@ func TestFuncProvider(t *testing.T) {
 		{nil, "the plugin returned no response"},
 	} {
 		r.resp = tc.resp
-		if _, err := p.Provide(context.Background(), &Request{Image: "registry.io/app"}); err == nil || err.Error() != tc.want {
+		if _, err := p.Provide(t.Context(), &Request{Image: "registry.io/app"}); err == nil || err.Error() != tc.want {
 			t.Errorf("Provide with %+v: %v, want %s", tc.resp, err, tc.want)
 		}
 	}
@@ -84,11 +84,11 @@ func TestWithCacheHitSaysWhatIsLeft(t *testing.T) {
 	ttl := 10 * time.Minute
 	r := &recorder{resp: &plugin.Response{CacheKeyType: plugin.CacheRegistry, CacheDuration: &ttl, Auth: robot}}
 	p := WithCache(FuncProvider(r.plugin), CacheOptions{Provider: "p", Now: clk.now})
-	if _, err := p.Provide(context.Background(), &Request{Image: "registry.io/a"}); err != nil {
+	if _, err := p.Provide(t.Context(), &Request{Image: "registry.io/a"}); err != nil {
 		t.Fatal(err)
 	}
 	clk.advance(4 * time.Minute)
-	got, err := p.Provide(context.Background(), &Request{Image: "registry.io/b"})
+	got, err := p.Provide(t.Context(), &Request{Image: "registry.io/b"})
 	left := 6 * time.Minute
 	want := &Response{CacheKeyType: plugin.CacheRegistry, CacheDuration: &left, Auth: robot}
 	if err != nil || !cmp.Equal(want, got) {
@@ -117,7 +117,7 @@ func TestWithServiceAccountToken(t *testing.T) {
 				Audience: "aud", CacheType: tc.cacheType, ServiceAccounts: accounts,
 			})
 			req := &Request{Image: "registry.io/app", ServiceAccount: sa}
-			if _, err := p.Provide(context.Background(), req); !errors.Is(err, tc.wantErr) {
+			if _, err := p.Provide(t.Context(), req); !errors.Is(err, tc.wantErr) {
 				t.Errorf("Provide: %v, want %v", err, tc.wantErr)
 			}
 			if got := r.requests(); len(got) != 1 || got[0].ServiceAccountToken != "token-pod-uid-a" {
@@ -136,7 +136,7 @@ func TestWithServiceAccountToken(t *testing.T) {
 	*accounts = *newFakeAccounts()
 	r := &recorder{resp: echo}
 	p := WithServiceAccountToken(FuncProvider(r.plugin), ServiceAccountTokenOptions{Audience: "aud", ServiceAccounts: accounts})
-	if _, err := p.Provide(context.Background(), &Request{Image: "registry.io/app"}); err != nil || len(accounts.tokenRequests()) != 0 {
+	if _, err := p.Provide(t.Context(), &Request{Image: "registry.io/app"}); err != nil || len(accounts.tokenRequests()) != 0 {
 		t.Errorf("without a service account: %v, %d token requests", err, len(accounts.tokenRequests()))
 	}
 }
@@ -153,7 +153,7 @@ func TestServiceAccountCacheTypeSharesOneRunPerAccount(t *testing.T) {
 	for _, pod := range []string{"pod-1", "pod-2"} {
 		wg.Go(func() {
 			sa := &ServiceAccountRequest{Namespace: "ns", Name: "sa", UID: "sa-uid", PodName: pod, PodUID: types.UID("uid-" + pod)}
-			if _, err := p.Provide(context.Background(), &Request{Image: "registry.io/app", ServiceAccount: sa}); err != nil {
+			if _, err := p.Provide(t.Context(), &Request{Image: "registry.io/app", ServiceAccount: sa}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -194,7 +194,7 @@ func TestDockerHelperGet(t *testing.T) {
 		{in: "\n", err: "no server URL on stdin"},
 	} {
 		var out bytes.Buffer
-		err := k.DockerHelperGet(context.Background(), strings.NewReader(tc.in), &out)
+		err := k.DockerHelperGet(t.Context(), strings.NewReader(tc.in), &out)
 		if out.String() != tc.out || (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
 			t.Errorf("get %q: %q, %v; want %q, %s", tc.in, out.String(), err, tc.out, tc.err)
 		}

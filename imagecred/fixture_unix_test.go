@@ -3,7 +3,6 @@
 package imagecred
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +93,7 @@ func (f *fixture) keyring(o Options, providers ...kubeletv1.CredentialProvider) 
 
 func (f *fixture) lookup(k *Keyring, image string, pod *Pod) []Credential {
 	f.t.Helper()
-	creds, err := k.Lookup(context.Background(), image, pod)
+	creds, err := k.Lookup(f.t.Context(), image, pod)
 	if err != nil {
 		f.t.Fatalf("Lookup(%q): %v", image, err)
 	}

@@ -36,13 +36,13 @@ func TestSecurityCallerGivingUpDoesNotFailTheSharedRun(t *testing.T) {
 	f.fake("p").Hold()
 	k := f.keyring(Options{FailureCacheTTL: time.Hour}, p)
 	// The first caller starts the run and the second joins it; then the first gives up.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	// The second starts only once the first's run is under way: had the second started
 	// the run, the first's cancellation could not reach it whatever the code did.
 	first := lookupAsync(ctx, k, "registry.io/app")
 	poll.Until(t, "the first caller's plugin run started", func() bool { return f.fake("p").Runs() == 1 })
-	second := lookupAsync(context.Background(), k, "registry.io/app")
+	second := lookupAsync(t.Context(), k, "registry.io/app")
 	poll.Until(t, "both callers in the run", func() bool { return waiters(t, k, "registry.io/app") == 2 })
 	cancel()
 	if r := <-first; !errors.Is(r.err, context.Canceled) || len(r.creds) != 0 {
@@ -53,7 +53,7 @@ func TestSecurityCallerGivingUpDoesNotFailTheSharedRun(t *testing.T) {
 		t.Errorf("the caller that waited got %v, %v; want the plugin's credentials", r.creds, r.err)
 	}
 	// Nobody's cancellation was remembered as the plugin failing: the next lookup runs it.
-	if creds, err := k.Lookup(context.Background(), "registry.io/app", nil); err != nil || len(creds) != 1 {
+	if creds, err := k.Lookup(t.Context(), "registry.io/app", nil); err != nil || len(creds) != 1 {
 		t.Errorf("a later lookup got %v, %v; want the plugin's credentials", creds, err)
 	}
 	if n := f.execs("p"); n != 2 {
@@ -75,7 +75,7 @@ func TestSecurityFailureCacheForgetsACallersCancellation(t *testing.T) {
 		}
 		return &plugin.Response{CacheKeyType: plugin.CacheImage, Auth: robot}, nil
 	}), FailureCacheOptions{TTL: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Provide(ctx, &Request{Image: "registry.io/app"})
@@ -86,7 +86,7 @@ func TestSecurityFailureCacheForgetsACallersCancellation(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("the caller that gave up got %v, want context.Canceled", err)
 	}
-	resp, err := p.Provide(context.Background(), &Request{Image: "registry.io/app"})
+	resp, err := p.Provide(t.Context(), &Request{Image: "registry.io/app"})
 	if err != nil || resp == nil || len(resp.Auth) != 1 {
 		t.Errorf("the next caller got %+v, %v; want the provider's answer, not a remembered failure", resp, err)
 	}

@@ -131,7 +131,7 @@ func TestConcurrentLookupsRunThePluginOnce(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		wg.Go(func() {
-			creds, err := k.Lookup(context.Background(), "registry.io/app", nil)
+			creds, err := k.Lookup(t.Context(), "registry.io/app", nil)
 			if err == nil && len(creds) != 1 {
 				err = errors.New("no credentials")
 			}
@@ -182,7 +182,7 @@ func TestPluginFailures(t *testing.T) {
 				f.fake("p").Exit(3).Stderr("registry said no")
 			}
 			k := f.keyring(Options{}, p)
-			creds, err := k.Lookup(context.Background(), "registry.io/app", nil)
+			creds, err := k.Lookup(t.Context(), "registry.io/app", nil)
 			if len(creds) != 0 {
 				t.Errorf("credentials %v despite the failure", creds)
 			}
@@ -204,7 +204,7 @@ func TestPluginFailures(t *testing.T) {
 				t.Errorf("%s has %d series, want 1", MetricPluginDuration, got)
 			}
 			// Failures are not cached: the plugin runs again.
-			_, _ = k.Lookup(context.Background(), "registry.io/app", nil)
+			_, _ = k.Lookup(t.Context(), "registry.io/app", nil)
 			if n := f.execs("p"); n != 2 {
 				t.Errorf("plugin ran %d times over two failing lookups, want 2", n)
 			}
@@ -218,7 +218,7 @@ func TestFailureCache(t *testing.T) {
 	f.fake("p").Exit(3).Stderr("registry said no")
 	k := f.keyring(Options{FailureCacheTTL: time.Minute}, p)
 	for range 3 {
-		if _, err := k.Lookup(context.Background(), "registry.io/app", nil); err == nil || !strings.Contains(err.Error(), "registry said no") {
+		if _, err := k.Lookup(t.Context(), "registry.io/app", nil); err == nil || !strings.Contains(err.Error(), "registry said no") {
 			t.Fatalf("error = %v, want the plugin's failure", err)
 		}
 	}
@@ -226,7 +226,7 @@ func TestFailureCache(t *testing.T) {
 		t.Errorf("plugin ran %d times within the failure TTL, want 1", n)
 	}
 	f.clock.advance(time.Minute + time.Nanosecond)
-	_, _ = k.Lookup(context.Background(), "registry.io/app", nil)
+	_, _ = k.Lookup(t.Context(), "registry.io/app", nil)
 	if n := f.execs("p"); n != 2 {
 		t.Errorf("plugin ran %d times after the failure TTL, want 2", n)
 	}
@@ -248,7 +248,7 @@ func TestTimeoutKillsThePlugin(t *testing.T) {
 	p := f.provider("p", response("Image", "", regAuth))
 	f.fake("p").Hold() // never released
 	k := f.keyring(Options{Timeout: 300 * time.Millisecond}, p)
-	_, err := k.Lookup(context.Background(), "registry.io/app", nil)
+	_, err := k.Lookup(t.Context(), "registry.io/app", nil)
 	var timeout *execplugin.TimeoutError
 	if !errors.As(err, &timeout) {
 		t.Fatalf("error = %v, want a timeout", err)
@@ -372,11 +372,11 @@ func TestWaitingCallerHonoursItsContext(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := k.Lookup(context.Background(), "registry.io/app", nil)
+		_, err := k.Lookup(t.Context(), "registry.io/app", nil)
 		first <- err
 	}()
 	poll.Until(t, "the first caller in the run", waiting(1))
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	second := make(chan error, 1)
 	go func() {
 		_, err := k.Lookup(ctx, "registry.io/app", nil)

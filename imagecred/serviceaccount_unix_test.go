@@ -3,7 +3,6 @@
 package imagecred
 
 import (
-	"context"
 	"errors"
 	"os"
 	"testing"
@@ -69,7 +68,7 @@ func TestServiceAccountRequirements(t *testing.T) {
 			f := newFixture(t)
 			f.accounts.add("ns", "bare", "bare-uid", nil)
 			k := f.keyring(Options{}, saProvider(f, response("Image", "", regAuth), kubeletv1.ServiceAccountServiceAccountTokenCacheType, tc.require))
-			creds, err := k.Lookup(context.Background(), "registry.io/app", tc.pod)
+			creds, err := k.Lookup(t.Context(), "registry.io/app", tc.pod)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("error = %v, want %v", err, tc.want)
 			}
@@ -134,7 +133,7 @@ func TestTokenEchoedAsPassword(t *testing.T) {
 		f.accounts.add("ns", "puller", "sa-uid", map[string]string{"domain.io/identity": "1"})
 		k := f.keyring(Options{}, saProvider(f, echo, kubeletv1.ServiceAccountServiceAccountTokenCacheType, true))
 		for range 2 {
-			creds, err := k.Lookup(context.Background(), "registry.io/app", pod1)
+			creds, err := k.Lookup(t.Context(), "registry.io/app", pod1)
 			if !errors.Is(err, ErrTokenEchoed) || len(creds) != 0 {
 				t.Fatalf("Lookup = %v, %v; want no credentials and %v", creds, err, ErrTokenEchoed)
 			}
@@ -157,7 +156,7 @@ func TestTokenEchoedAsPassword(t *testing.T) {
 func TestServiceAccountLookupFailure(t *testing.T) {
 	f := newFixture(t)
 	k := f.keyring(Options{}, saProvider(f, response("Image", "", regAuth), kubeletv1.ServiceAccountServiceAccountTokenCacheType, true))
-	_, err := k.Lookup(context.Background(), "registry.io/app", &Pod{Namespace: "ns", Name: "p", ServiceAccountName: "ghost"})
+	_, err := k.Lookup(t.Context(), "registry.io/app", &Pod{Namespace: "ns", Name: "p", ServiceAccountName: "ghost"})
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("error = %v, want the lookup's error", err)
 	}

@@ -98,14 +98,14 @@ func TestRotationWithoutRestart(t *testing.T) {
 	if got := getBody(t, c, srv.URL); got != "alice-1 resumed=false" {
 		t.Fatalf("before rotation: %q", got)
 	}
-	watchCtx, stopWatching := context.WithCancel(context.Background())
+	watchCtx, stopWatching := context.WithCancel(t.Context())
 	rotated := cc.Watch(watchCtx, 10*time.Millisecond)
 	defer func() {
 		stopWatching()
 		for range rotated { // until Watch has stopped
 		}
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/stream", nil)
 	resp, err := c.Do(req)

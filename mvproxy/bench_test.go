@@ -1,7 +1,6 @@
 package mvproxy
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -44,7 +43,7 @@ func BenchmarkMergedDiscovery(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			rec := httptest.NewRecorder()
-			req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis", nil)
+			req := httptest.NewRequestWithContext(b.Context(), http.MethodGet, "/apis", nil)
 			req.Header.Set("Accept", discovery.AcceptAggregated)
 			h.ServeHTTP(rec, req)
 			if rec.Code != http.StatusOK {
@@ -66,7 +65,7 @@ func BenchmarkFilter(b *testing.B) {
 		h    http.Handler
 	}{{"without", local}, {"with", newFilter(b, dir, local)}} {
 		b.Run(bc.name, func(b *testing.B) {
-			req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis/batch/v1/namespaces/default/jobs", nil)
+			req := httptest.NewRequestWithContext(b.Context(), http.MethodGet, "/apis/batch/v1/namespaces/default/jobs", nil)
 			b.ReportAllocs()
 			for b.Loop() {
 				rec := httptest.NewRecorder()

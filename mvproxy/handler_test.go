@@ -47,7 +47,7 @@ func TestHandlerBeforeSync(t *testing.T) {
 	}
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, tt.path, nil)
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, tt.path, nil)
 		req.Header.Set("Accept", tt.accept)
 		h.ServeHTTP(rec, req)
 		if rec.Code != tt.wantCode || (rec.Header().Get("Retry-After") == "1") != tt.wantRetry {
@@ -60,7 +60,7 @@ func TestHandlerBeforeSync(t *testing.T) {
 	// Once the local discovery is known, what is local is served even before peers sync.
 	dir.SetLocal(discoverytest.Document("batch/v1/jobs"))
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis/batch/v1/jobs", nil))
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/apis/batch/v1/jobs", nil))
 	if rec.Code != http.StatusTeapot {
 		t.Errorf("local resource before peers synced: %d", rec.Code)
 	}
@@ -81,7 +81,7 @@ func TestHandlerRefreshesLocalOnMiss(t *testing.T) {
 		return nil
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis/new.example.com/v1/things", nil))
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/apis/new.example.com/v1/things", nil))
 	if rec.Code != http.StatusTeapot || refreshed != 1 {
 		t.Errorf("new local resource: %d after %d refreshes, want it served locally after 1", rec.Code, refreshed)
 	}
@@ -115,7 +115,7 @@ func TestHandlerRoutesNewSubresourceToPeer(t *testing.T) {
 		"/api/v1/namespaces/default/pods/p/other":  http.StatusTeapot, // listed nowhere: local
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, path, nil))
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
 		if rec.Code != want {
 			t.Errorf("%s: %d, want %d", path, rec.Code, want)
 		}

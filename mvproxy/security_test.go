@@ -2,7 +2,6 @@ package mvproxy
 
 import (
 	"compress/gzip"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -94,7 +93,7 @@ func TestSecurityMergedDiscoveryOfGzippedLocal(t *testing.T) {
 			dir.SetPeerDocument("peer", "h", discoverytest.Document("x.example.com/v1/things"))
 			h := newFilter(t, dir, handler)
 			rec := httptest.NewRecorder()
-			req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis", nil)
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/apis", nil)
 			req.Header.Set("Accept", discovery.AcceptAggregated)
 			req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
 			h.ServeHTTP(rec, req)
@@ -122,7 +121,7 @@ func TestSecurityAcceptHeaderBounded(t *testing.T) {
 		"many media types": strings.Repeat("a/b,", discovery.MaxMediaRanges) + discovery.AcceptAggregated,
 	} {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis", nil)
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/apis", nil)
 		req.Header.Set("Accept", accept)
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusRequestHeaderFieldsTooLarge || !strings.Contains(rec.Body.String(), "send fewer media ranges") {
@@ -131,7 +130,7 @@ func TestSecurityAcceptHeaderBounded(t *testing.T) {
 	}
 	// What clients send is served.
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/apis", nil)
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/apis", nil)
 	req.Header.Set("Accept", discovery.AcceptAggregated+",application/json") // client-go 1.37 on
 	h.ServeHTTP(rec, req)
 	if rec.Code == http.StatusRequestHeaderFieldsTooLarge {

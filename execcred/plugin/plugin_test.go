@@ -42,7 +42,7 @@ func cachedLogin() int {
 		time.Sleep(300 * time.Millisecond)
 		return &wire.Status{Token: "shared"}, nil
 	}
-	if err := Run(context.Background(), cache.Wrap("k", slowLogin), os.Getenv(wire.InfoEnv), os.Stdout); err != nil {
+	if err := Run(context.Background(), cache.Wrap("k", slowLogin), os.Getenv(wire.InfoEnv), os.Stdout); err != nil { //nolint:forbidigo // a helper process: no test here
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -120,7 +120,7 @@ func TestCache(t *testing.T) {
 			return s, nil
 		}
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	get := func(f func(context.Context) (*wire.Status, error)) string {
 		t.Helper()
 		s, err := c.Do(ctx, "key", f)
@@ -228,7 +228,7 @@ func TestWrapDropsARejectedEntry(t *testing.T) {
 		logins++
 		return &wire.Status{Token: fmt.Sprint("t", logins)}, nil
 	})
-	ctx := context.Background()
+	ctx := t.Context()
 	for i, info := range []*Info{
 		{APIVersion: wire.V1alpha1},
 		{APIVersion: wire.V1alpha1},
@@ -246,14 +246,14 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	ok := func(context.Context, *Info) (*wire.Status, error) { return &wire.Status{Token: "t"}, nil }
-	if err := Run(context.Background(), ok, "", &out); err != nil || out.String() != `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1","spec":{},"status":{"token":"t"}}`+"\n" {
+	if err := Run(t.Context(), ok, "", &out); err != nil || out.String() != `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1","spec":{},"status":{"token":"t"}}`+"\n" {
 		t.Errorf("run by hand: %q, %v; want a v1beta1 answer", out.String(), err)
 	}
 	failing := func(context.Context, *Info) (*wire.Status, error) { return nil, errors.New("login required") }
-	if err := Run(context.Background(), failing, "", io.Discard); err == nil || err.Error() != "login required" {
+	if err := Run(t.Context(), failing, "", io.Discard); err == nil || err.Error() != "login required" {
 		t.Errorf("failing function: %v", err)
 	}
-	if err := Run(context.Background(), ok, "{", io.Discard); err == nil || !strings.HasPrefix(err.Error(), "plugin: KUBERNETES_EXEC_INFO is not an ExecCredential") {
+	if err := Run(t.Context(), ok, "{", io.Discard); err == nil || !strings.HasPrefix(err.Error(), "plugin: KUBERNETES_EXEC_INFO is not an ExecCredential") {
 		t.Errorf("bad info: %v", err)
 	}
 }
@@ -288,7 +288,7 @@ func TestRunStatusError(t *testing.T) {
 		{"not a StatusError", cause, "", "refresh token revoked"},
 	} {
 		var out bytes.Buffer
-		err := Run(context.Background(), func(context.Context, *Info) (*wire.Status, error) { return nil, tt.err }, "", &out)
+		err := Run(t.Context(), func(context.Context, *Info) (*wire.Status, error) { return nil, tt.err }, "", &out)
 		if out.String() != tt.wantOut || err == nil || err.Error() != tt.wantError || !errors.Is(err, tt.err) {
 			t.Errorf("%s: stdout %q, %v\nwant %q, %s", tt.name, out.String(), err, tt.wantOut, tt.wantError)
 		}
@@ -385,7 +385,7 @@ func TestCacheKeepsKeyMaterialOut(t *testing.T) {
 			c := &Cache{Dir: dir, TTL: time.Hour}
 			fetches := 0
 			for i := range 2 {
-				s, err := c.Do(context.Background(), "key", func(context.Context) (*wire.Status, error) {
+				s, err := c.Do(t.Context(), "key", func(context.Context) (*wire.Status, error) {
 					fetches++
 					return tc.status, nil
 				})
@@ -411,7 +411,7 @@ func TestCacheKeepsKeyMaterialOut(t *testing.T) {
 			}
 			return &wire.Status{Token: "t", ExpirationTimestamp: &exp}, nil
 		})
-		ctx := context.Background()
+		ctx := t.Context()
 		asks := &Info{APIVersion: wire.V1, HTTPSignature: &wire.HTTPSignatureRequest{}}
 		for i, info := range []*Info{{APIVersion: wire.V1}, asks, asks} {
 			s, err := f(ctx, info)

@@ -22,7 +22,7 @@ func TestCacheRefusesAnotherUsersDirectory(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "cache")
 	planted := &Cache{Dir: dir, TTL: time.Hour}
-	if _, err := planted.Do(context.Background(), "key", func(context.Context) (*wire.Status, error) {
+	if _, err := planted.Do(t.Context(), "key", func(context.Context) (*wire.Status, error) {
 		return &wire.Status{Token: "planted"}, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestCacheRefusesAnotherUsersDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	fetched := false
-	st, err := (&Cache{Dir: dir, TTL: time.Hour}).Do(context.Background(), "key", func(context.Context) (*wire.Status, error) {
+	st, err := (&Cache{Dir: dir, TTL: time.Hour}).Do(t.Context(), "key", func(context.Context) (*wire.Status, error) {
 		fetched = true
 		return &wire.Status{Token: "fresh"}, nil
 	})

@@ -118,7 +118,7 @@ func TestKeychainPull(t *testing.T) {
 	if _, err := remote.Image(r); err == nil {
 		t.Fatal("an anonymous pull succeeded; the registry does not check credentials")
 	}
-	got, err := pull(context.Background(), r, kc)
+	got, err := pull(t.Context(), r, kc)
 	if err != nil || got != pushed {
 		t.Fatalf("remote.Image through the keychain: %v, %v; want %v", got, err, pushed)
 	}
@@ -163,13 +163,13 @@ func TestKeychainComposesWithDefaultKeychain(t *testing.T) {
 	provider, binDir := installProvider(t, fake, "registry-login", reg.Host)
 	kc := keychain.New(newKeyring(t, imagecred.Options{BinDir: binDir}, provider), keychain.Options{})
 
-	if got, err := pull(context.Background(), reference(t, ref), authn.NewMultiKeychain(kc, authn.DefaultKeychain)); err != nil || got != pushed {
+	if got, err := pull(t.Context(), reference(t, ref), authn.NewMultiKeychain(kc, authn.DefaultKeychain)); err != nil || got != pushed {
 		t.Errorf("providers first: %v, %v; want %v", got, err, pushed)
 	}
-	if _, err := pull(context.Background(), reference(t, ref), authn.NewMultiKeychain(authn.DefaultKeychain, kc)); err == nil {
+	if _, err := pull(t.Context(), reference(t, ref), authn.NewMultiKeychain(authn.DefaultKeychain, kc)); err == nil {
 		t.Error("docker config first: the pull succeeded with the config's wrong password")
 	}
-	if got, err := pull(context.Background(), reference(t, otherRef), authn.NewMultiKeychain(kc, authn.DefaultKeychain)); err != nil || got != otherPushed {
+	if got, err := pull(t.Context(), reference(t, otherRef), authn.NewMultiKeychain(kc, authn.DefaultKeychain)); err != nil || got != otherPushed {
 		t.Errorf("a registry no provider matches: %v, %v; want the docker config's credentials to pull %v", got, err, otherPushed)
 	}
 	if reg.SawPassword(other.PullerPassword) || other.SawPassword(reg.PullerPassword) {
@@ -193,7 +193,7 @@ func TestKeychainConcurrentPullsRunThePluginOnce(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		wg.Go(func() {
-			got, err := pull(context.Background(), r, counting)
+			got, err := pull(t.Context(), r, counting)
 			if err == nil && got != pushed {
 				err = fmt.Errorf("pulled %v, want %v", got, pushed)
 			}
@@ -255,7 +255,7 @@ func TestKeychainServiceAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := authn.Authorization(context.Background(), auth)
+	cfg, err := authn.Authorization(t.Context(), auth)
 	if err != nil || cfg.Username != "sa-user" || cfg.Password != "token-for-registry.example-bound-to-app-1" {
 		t.Errorf("for the pod: %+v, %v; want sa-user with the pod's token", cfg, err)
 	}

@@ -1,7 +1,6 @@
 package kubeapi
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func TestKubeServiceAccountsCaching(t *testing.T) {
 		return true, tr, nil
 	})
 	sas := NewServiceAccounts(client, Options{LookupTTL: time.Minute, Now: clock})
-	ctx := context.Background()
+	ctx := t.Context()
 
 	gets := func() int {
 		n := 0

@@ -28,7 +28,7 @@ func TestRunAnswersInTheRequestVersion(t *testing.T) {
 				wantPassword = "tok!"
 			}
 			var out bytes.Buffer
-			if err := plugin.Run(context.Background(), f, strings.NewReader(in+"}\n"), &out); err != nil {
+			if err := plugin.Run(t.Context(), f, strings.NewReader(in+"}\n"), &out); err != nil {
 				t.Fatal(err)
 			}
 			want := `{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/` + v +
@@ -61,7 +61,7 @@ func TestRunErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := plugin.Run(context.Background(), tc.f, strings.NewReader(tc.in), &out)
+			err := plugin.Run(t.Context(), tc.f, strings.NewReader(tc.in), &out)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("Run: %v, want %s", err, tc.want)
 			}

@@ -1,7 +1,6 @@
 package plugin_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,7 +36,7 @@ func TestTokenExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	resp, err := f(context.Background(), &plugin.Request{Image: "registry.io:5000/team/app", ServiceAccountToken: "sa-token"})
+	resp, err := f(t.Context(), &plugin.Request{Image: "registry.io:5000/team/app", ServiceAccountToken: "sa-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +58,11 @@ func TestTokenExchange(t *testing.T) {
 		t.Errorf("exchange request (-want +got):\n%s", diff)
 	}
 
-	_, err = f(context.Background(), &plugin.Request{Image: "registry.io/app", ServiceAccountToken: "other"})
+	_, err = f(t.Context(), &plugin.Request{Image: "registry.io/app", ServiceAccountToken: "other"})
 	if want := "token-exchange: " + srv.URL + " refused the exchange: invalid_grant: token rejected"; err == nil || err.Error() != want {
 		t.Errorf("refused exchange: %v, want %s", err, want)
 	}
-	_, err = f(context.Background(), &plugin.Request{Image: "registry.io/app"})
+	_, err = f(t.Context(), &plugin.Request{Image: "registry.io/app"})
 	if err == nil || !strings.Contains(err.Error(), "configure tokenAttributes") {
 		t.Errorf("request without a token: %v", err)
 	}
@@ -87,7 +86,7 @@ func TestSecurityTokenExchangeSendsTheTokenOnlyToTheEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = f(context.Background(), req)
+			_, err = f(t.Context(), req)
 			srv.Close()
 			want := fmt.Sprintf("token-exchange: %s answered %d %s, a redirect to %q; redirects are not followed", srv.URL, code, http.StatusText(code), other.URL+"/token")
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
@@ -103,7 +102,7 @@ func TestSecurityTokenExchangeSendsTheTokenOnlyToTheEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f(context.Background(), req); err == nil {
+		if _, err := f(t.Context(), req); err == nil {
 			t.Error("a redirect was followed with the caller's client")
 		}
 		close(elsewhere)
@@ -165,7 +164,7 @@ func FuzzTokenExchangeResponse(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := plug(context.Background(), &plugin.Request{Image: "registry.io/app", ServiceAccountToken: subject})
+		resp, err := plug(t.Context(), &plugin.Request{Image: "registry.io/app", ServiceAccountToken: subject})
 		if err != nil {
 			if strings.Contains(err.Error(), subject) {
 				t.Fatalf("the error shows the subject token: %v", err)

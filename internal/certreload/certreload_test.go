@@ -121,7 +121,7 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	rotated := c.Watch(ctx, 10*time.Millisecond)
 	before, _ := os.ReadFile(filepath.Join(dir, "tls.crt"))
 	pair(t, dir, ca, "second")

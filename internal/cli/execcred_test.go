@@ -23,7 +23,7 @@ const kplugEnv = "KPLUG_CLI_AS_KPLUG"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(kplugEnv) != "" {
-		os.Exit(Run(context.Background(), os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+		os.Exit(Run(context.Background(), os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})) //nolint:forbidigo // a helper process: no test here
 	}
 	exectest.Main(nil) // exec plugins and image credential providers
 	// kplug runs in process here: the test is exec-cache's client, with its environment

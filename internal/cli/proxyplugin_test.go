@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -57,7 +56,7 @@ func TestDaemonTakesTheLauncherArguments(t *testing.T) {
 	t.Setenv("KUBERNETES_EXEC_INFO", "")
 	var errOut strings.Builder
 	g := &globals{io: IO{In: strings.NewReader(`["-v","4","proxy-plugin","--header","X-A=1","--idle-timeout","3s"]`), Out: io.Discard, Err: &errOut}}
-	code := execute(context.Background(), newRootCommand(g), []string{"proxy-plugin", "--daemon"}, g.io)
+	code := execute(t.Context(), newRootCommand(g), []string{"proxy-plugin", "--daemon"}, g.io)
 	if g.verbosity != 4 {
 		t.Errorf("verbosity %d, want 4 from the launcher's -v 4", g.verbosity)
 	}
@@ -66,7 +65,7 @@ func TestDaemonTakesTheLauncherArguments(t *testing.T) {
 	}
 	g = &globals{io: IO{In: strings.NewReader(`["proxy-plugin","--header","X-A"]`), Out: io.Discard, Err: &errOut}}
 	errOut.Reset()
-	code = execute(context.Background(), newRootCommand(g), []string{"proxy-plugin", "--daemon"}, g.io)
+	code = execute(t.Context(), newRootCommand(g), []string{"proxy-plugin", "--daemon"}, g.io)
 	if want := "Error: invalid --header X-A: want NAME=VALUE or NAME=@FILE, where NAME is a header name\nRun 'kplug proxy-plugin --help' for usage.\n"; code != ExitUsage || errOut.String() != want {
 		t.Errorf("a launcher's bad --header: code %d, stderr %q, want %q", code, errOut.String(), want)
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -23,7 +22,7 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func runIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = Run(context.Background(), args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errOut})
+	code = Run(t.Context(), args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errOut})
 	return code, out.String(), errOut.String()
 }
 
@@ -88,7 +87,7 @@ func TestFailureExitsOneAndLogsGoToStderr(t *testing.T) {
 	}{{[]string{"fail"}, false}, {[]string{"fail", "-v=4"}, true}, {[]string{"--v", "3", "fail"}, false}} {
 		var out, errOut bytes.Buffer
 		g.io = IO{Out: &out, Err: &errOut}
-		code := execute(context.Background(), root, tt.args, g.io)
+		code := execute(t.Context(), root, tt.args, g.io)
 		if code != ExitFailure {
 			t.Errorf("%v: code %d, want %d", tt.args, code, ExitFailure)
 		}

@@ -1,7 +1,6 @@
 package diskstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,7 +19,7 @@ func TestStore(t *testing.T) {
 	if err := s.Load("a", &doc); !errors.Is(err, ErrNoEntry) {
 		t.Errorf("Load of a missing key: %v, want ErrNoEntry", err)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	l, err := s.Lock(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +87,7 @@ func TestStore(t *testing.T) {
 func TestStoreRemoveIf(t *testing.T) {
 	t.Parallel()
 	s := &Store{Dir: filepath.Join(t.TempDir(), "store")}
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, key := range []string{"keep", "drop", "busy"} {
 		l, err := s.Lock(ctx, key)
 		if err != nil {

@@ -3,7 +3,6 @@
 package diskstore
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +37,7 @@ func TestStoreRefusesAnotherUsersDirectory(t *testing.T) {
 	var v string
 	check("Load", s.Load("key", &v))
 	check("Save", s.Save("key", "mine"))
-	_, err := s.Lock(context.Background(), "key")
+	_, err := s.Lock(t.Context(), "key")
 	check("Lock", err)
 	entries, err := s.Entries()
 	check("Entries", err)
@@ -56,7 +55,7 @@ func TestStoreEntriesAreRegularFiles(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "cache")
 	s := &Store{Dir: dir}
-	l, err := s.Lock(context.Background(), "target")
+	l, err := s.Lock(t.Context(), "target")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +79,7 @@ func TestStoreEntriesAreRegularFiles(t *testing.T) {
 	if err != nil || len(entries) != 1 || entries[0].ID != s.ID("target") {
 		t.Errorf("Entries: %+v, %v; want the one regular entry", entries, err)
 	}
-	ll, err := s.Lock(context.Background(), "link")
+	ll, err := s.Lock(t.Context(), "link")
 	if err != nil {
 		t.Fatal(err)
 	}

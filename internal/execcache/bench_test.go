@@ -32,16 +32,16 @@ func benchmarkRunHit(b *testing.B, storage string, env []string) {
 		Environ: append(append(append(os.Environ(), p.Env()...), env...), wire.InfoEnv+"="+string(info)),
 		Stdout:  &out, Stderr: &out,
 	}
-	if err := Run(context.Background(), o); err != nil { // the miss that fills the cache
+	if err := Run(b.Context(), o); err != nil { // the miss that fills the cache
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _, _ = Clear(context.Background(), o.Dir, o.Environ, "", nil) }) // keyrings outlive the test
+	b.Cleanup(func() { _, _ = Clear(context.WithoutCancel(b.Context()), o.Dir, o.Environ, "", nil) }) // keyrings outlive the test
 	pid := 1000
 	for b.Loop() {
 		pid++
 		o.Client = Client{PID: pid % 100000, Start: "1"}
 		out.Reset()
-		if err := Run(context.Background(), o); err != nil || out.Len() == 0 {
+		if err := Run(b.Context(), o); err != nil || out.Len() == 0 {
 			b.Fatalf("%v: %q", err, out.String())
 		}
 	}

@@ -97,7 +97,7 @@ func TestFailureWindow(t *testing.T) {
 	h.now = h.now.Add(2 * time.Hour)
 	h.plugin.Exit(5)
 	_, _ = h.call(kubectlA, terminalCaller)
-	if n, err := Clear(context.Background(), h.cache, h.env, h.opts.Command, h.opts.Args); err != nil || n != 1 {
+	if n, err := Clear(t.Context(), h.cache, h.env, h.opts.Command, h.opts.Args); err != nil || n != 1 {
 		t.Fatalf("clear: %d, %v", n, err)
 	}
 	h.plugin.Exit(0)
@@ -117,7 +117,7 @@ func TestFailureWindowCancelled(t *testing.T) {
 			h.opts.Failures = -1
 		}
 		h.plugin.Hold()
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() {
 			o := h.opts
@@ -184,7 +184,7 @@ func testWaitForLogin(t *testing.T, h *harness, login ...func()) {
 		o.Environ = append(append(h.plugin.Env(), h.env...), infoEnv(t, false))
 		o.Stdout, o.Stderr, o.Client = &out, &waiterErr, kubectlA
 		o.Now = func() time.Time { return h.now }
-		err := Run(context.Background(), o)
+		err := Run(t.Context(), o)
 		done <- result{out.String(), err}
 	}()
 	// The failed run is recorded before the caller starts waiting; only then may the

@@ -69,7 +69,7 @@ func wrapperMain(cache string) int {
 			env = append(env, kv)
 		}
 	}
-	err := Run(context.Background(), Options{
+	err := Run(context.Background(), Options{ //nolint:forbidigo // a helper process: no test here
 		Command:    os.Args[0],
 		Args:       []string{"-test.run=^$"},
 		Dir:        cache,
@@ -95,7 +95,7 @@ func programMain() int {
 			env = append(env, kv)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) //nolint:forbidigo // a helper process: no test here
 	defer stop()
 	return Main(ctx, "kplug-exec-cache", os.Args[1:], Process{
 		Environ: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Client: ClientOf(os.Getppid()),
@@ -154,7 +154,7 @@ func (h *harness) call(client Client, info string) (string, error) {
 	}
 	o.Stdout, o.Stderr, o.Client = &out, &h.stderr, client
 	o.Now = func() time.Time { return h.now }
-	err := Run(context.Background(), o)
+	err := Run(h.t.Context(), o)
 	return out.String(), err
 }
 

@@ -4,7 +4,6 @@ package execcache
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -70,7 +69,7 @@ func (l *launder) run(caller Caller, execEnv []string, accountHome string, args 
 	}
 	env := append(append(append([]string{}, caller.Environ...), l.env...), execEnv...)
 	var out, errOut bytes.Buffer
-	err := c.Run(context.Background(), fs.Args(), Process{Environ: env, Stdout: &out, Stderr: &errOut, Caller: caller, AccountHome: accountHome})
+	err := c.Run(l.t.Context(), fs.Args(), Process{Environ: env, Stdout: &out, Stderr: &errOut, Caller: caller, AccountHome: accountHome})
 	return out.String(), err
 }
 
@@ -209,7 +208,7 @@ func TestSecurityExecBlockCannotClearTheCache(t *testing.T) {
 	if err := fs.Parse([]string{"--cache-dir", dir, "--clear", "--all"}); err != nil {
 		t.Fatal(err)
 	}
-	err := c.Run(context.Background(), fs.Args(), Process{Environ: []string{execInfoEnv(t, wire.V1, nil, nil)}, Stdout: &out, Stderr: &errOut})
+	err := c.Run(t.Context(), fs.Args(), Process{Environ: []string{execInfoEnv(t, wire.V1, nil, nil)}, Stdout: &out, Stderr: &errOut})
 	var usage *UsageError
 	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--clear is for you to run, not for an exec block") || out.Len() != 0 {
 		t.Fatalf("--clear --all as a plugin: %q, %v", out.String(), err)

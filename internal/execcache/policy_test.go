@@ -2,7 +2,6 @@ package execcache
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -94,7 +93,7 @@ func TestCommandPolicyFromTheAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := append(append(plugin.Env(), execInfoEnv(t, wire.V1, nil, nil), "HOME="+account), attack.env...)
-		err := c.Run(context.Background(), fs.Args(), Process{Environ: env, Stdout: &out, Stderr: &errOut, AccountHome: account})
+		err := c.Run(t.Context(), fs.Args(), Process{Environ: env, Stdout: &out, Stderr: &errOut, AccountHome: account})
 		var pe *PolicyError
 		if !errors.As(err, &pe) || pe.File != filepath.Join(account, ".kube", "kuberc") || out.Len() != 0 {
 			t.Errorf("%s: %q, %v; want the account's policy to deny", attack.name, out.String(), err)

@@ -20,12 +20,12 @@ import (
 // the keyring itself has them.
 func keyringItems(t *testing.T, h *harness, name string) []string {
 	t.Helper()
-	k, err := oskeyring.Open(context.Background(), name, oskeyring.Config{Service: keyringService, Environ: h.env})
+	k, err := oskeyring.Open(t.Context(), name, oskeyring.Config{Service: keyringService, Environ: h.env})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	all, err := k.(oskeyring.Lister).Accounts(context.Background())
+	all, err := k.(oskeyring.Lister).Accounts(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func keyringHarness(t *testing.T, storage string) *harness {
 		h.env = keyringtest.StartSecretService(t).Env
 	}
 	t.Cleanup(func() {
-		if _, err := Clear(context.Background(), h.cache, h.env, "", nil); err != nil {
+		if _, err := Clear(context.WithoutCancel(t.Context()), h.cache, h.env, "", nil); err != nil {
 			t.Errorf("clearing the cache: %v", err)
 		}
 	})
@@ -100,7 +100,7 @@ func TestRunKeyringStorage(t *testing.T) {
 			if err != nil || len(listed) != 1 || listed[0].Storage != tc.keyring || listed[0].Credential != "token (20 bytes)" || !listed[0].Servable {
 				t.Errorf("List = %+v, %v", listed, err)
 			}
-			n, err := Clear(context.Background(), h.cache, h.env, os.Args[0], []string{"-test.run=^$"})
+			n, err := Clear(t.Context(), h.cache, h.env, os.Args[0], []string{"-test.run=^$"})
 			if err != nil || n != 1 {
 				t.Errorf("Clear = %d, %v; want 1", n, err)
 			}
@@ -125,7 +125,7 @@ func TestRunKeyringItemsRemovedByHand(t *testing.T) {
 	if _, err := h.call(kubectlA, info); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(context.Background(), "keyctl", "purge", "-p", "user", keyringService+":"+keyringScope(h.cache)+"/").CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), "keyctl", "purge", "-p", "user", keyringService+":"+keyringScope(h.cache)+"/").CombinedOutput()
 	if err != nil || !strings.HasSuffix(string(out), "purged 1 keys\n") {
 		t.Fatalf("keyctl purge: %q, %v", out, err)
 	}

@@ -26,7 +26,7 @@ type stormCall struct {
 func startCall(t *testing.T, env []string, tty *os.File, cache string) *stormCall {
 	t.Helper()
 	c := &stormCall{}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	c.cmd = exec.CommandContext(ctx, "sh", "-c", `"$0" "$@"; exit $?`, os.Args[0],
 		"--cache-dir", cache, "--failure-window", "10m", "--", os.Args[0], "-test.run=^$")
@@ -156,7 +156,7 @@ func TestLoginStorm(t *testing.T) {
 	}
 
 	// --clear ends the window: the next storm makes one run, whose success all share.
-	if n, err := Clear(context.Background(), cache, env(false), os.Args[0], []string{"-test.run=^$"}); err != nil || n != 1 {
+	if n, err := Clear(t.Context(), cache, env(false), os.Args[0], []string{"-test.run=^$"}); err != nil || n != 1 {
 		t.Fatalf("--clear: %d entries, %v", n, err)
 	}
 	p.Exit(0).Stderr("").Sleep(300 * time.Millisecond)
@@ -172,7 +172,7 @@ func TestLoginStorm(t *testing.T) {
 
 	// A success ends it too. A login without a terminal fails: callers without one get
 	// that failure, a person at a terminal logs in, and then everyone gets that login.
-	if _, err := Clear(context.Background(), cache, env(false), os.Args[0], []string{"-test.run=^$"}); err != nil {
+	if _, err := Clear(t.Context(), cache, env(false), os.Args[0], []string{"-test.run=^$"}); err != nil {
 		t.Fatal(err)
 	}
 	p.Exit(4).Sleep(0)

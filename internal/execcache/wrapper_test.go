@@ -327,8 +327,8 @@ func TestRunPermissions(t *testing.T) {
 
 // wrapperProcess runs the test binary as the wrapper, as the child of a shell of its own
 // (a client process of its own), or as a direct child of the test when sameParent.
-func wrapperProcess(env []string, sameParent bool) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+func wrapperProcess(ctx context.Context, env []string, sameParent bool) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", `"$0" -test.run='^$'; exit $?`, os.Args[0])
 	if sameParent {
@@ -358,7 +358,7 @@ func TestRunConcurrentProcesses(t *testing.T) {
 	)
 	for range 20 {
 		wg.Go(func() {
-			out, err := wrapperProcess(env, false)
+			out, err := wrapperProcess(t.Context(), env, false)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -384,7 +384,7 @@ func TestRunSameParentRefreshes(t *testing.T) {
 		sameParent bool
 		runs       int
 	}{{true, 1}, {false, 1}, {true, 2}, {false, 2}} {
-		out, err := wrapperProcess(env, c.sameParent)
+		out, err := wrapperProcess(t.Context(), env, c.sameParent)
 		if want := answer(execcred.V1, "none", c.runs, ""); err != nil || out != want || p.Runs() != c.runs {
 			t.Errorf("call %d (from the test process: %v): %q, %v after %d runs, want %q", i, c.sameParent, out, err, p.Runs(), want)
 		}
@@ -404,7 +404,7 @@ func TestRunConcurrentGoroutines(t *testing.T) {
 			o := h.opts
 			o.Environ = append(h.plugin.Env(), info)
 			o.Stdout, o.Stderr, o.Client = &out, &bytes.Buffer{}, Client{PID: 2000 + i}
-			if err := Run(context.Background(), o); err != nil || out.String() != answer(execcred.V1, "none", 1, "") {
+			if err := Run(t.Context(), o); err != nil || out.String() != answer(execcred.V1, "none", 1, "") {
 				t.Errorf("goroutine %d: %q, %v", i, out.String(), err)
 			}
 		})
@@ -456,11 +456,11 @@ func TestListAndClear(t *testing.T) {
 	if want := []string{"-test.run=^$", "--client-secret", "<redacted>", "--password=<redacted>"}; strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("listed args %q, want %q", args, want)
 	}
-	n, err := Clear(context.Background(), h.cache, nil, os.Args[0], []string{"-test.run=^$"})
+	n, err := Clear(t.Context(), h.cache, nil, os.Args[0], []string{"-test.run=^$"})
 	if err != nil || n != 2 {
 		t.Errorf("clear of one command: %d, %v; want its 2 entries", n, err)
 	}
-	n, err = Clear(context.Background(), h.cache, nil, "", nil)
+	n, err = Clear(t.Context(), h.cache, nil, "", nil)
 	if err != nil || n != 2 {
 		t.Errorf("clear all: %d, %v; want the other entry and the corrupt one", n, err)
 	}

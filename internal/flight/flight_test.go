@@ -22,7 +22,7 @@ func TestSharedRun(t *testing.T) {
 		results := make(chan int, 3)
 		for range 3 {
 			go func() {
-				v, err := g.Do(context.Background(), "k", fn)
+				v, err := g.Do(t.Context(), "k", fn)
 				if err != nil {
 					t.Error(err)
 				}
@@ -58,13 +58,13 @@ func TestCallerGivesUp(t *testing.T) {
 			}
 			return "done", nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		first := make(chan error, 1)
 		go func() { _, err := g.Do(ctx, "k", fn); first <- err }()
 		synctest.Wait() // the first caller started the run
 		second := make(chan string, 1)
-		go func() { v, _ := g.Do(context.Background(), "k", fn); second <- v }()
+		go func() { v, _ := g.Do(t.Context(), "k", fn); second <- v }()
 		synctest.Wait()
 		if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("the caller whose deadline passed got %v", err)
@@ -83,10 +83,10 @@ func TestForget(t *testing.T) {
 		release := make(chan struct{})
 		fn := func(context.Context) (int, error) { n := runs.Add(1); <-release; return int(n), nil }
 		got := make(chan int, 2)
-		go func() { v, _ := g.Do(context.Background(), "k", fn); got <- v }()
+		go func() { v, _ := g.Do(t.Context(), "k", fn); got <- v }()
 		synctest.Wait()
 		g.Forget("k")
-		go func() { v, _ := g.Do(context.Background(), "k", fn); got <- v }()
+		go func() { v, _ := g.Do(t.Context(), "k", fn); got <- v }()
 		synctest.Wait()
 		close(release)
 		if a, b := <-got, <-got; a+b != 3 {

@@ -58,7 +58,7 @@ func random(n int) []byte {
 }
 
 func TestBlobRoundTripAcrossItems(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, size := range []int{0, 1, 150, 5000} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			k := newMem(300)
@@ -88,7 +88,7 @@ func TestBlobRoundTripAcrossItems(t *testing.T) {
 
 // A blob is whole or missing: never items of two writes, never a part short.
 func TestBlobMixedOrMissingPartsAreMissing(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	k := newMem(300)
 	first, err := Put(ctx, k, "a", "", random(1000), 0)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestBlobMixedOrMissingPartsAreMissing(t *testing.T) {
 
 // A blob that does not fit, or a keyring that fails midway, leaves nothing behind.
 func TestBlobFailureLeavesNothing(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	k := newMem(300)
 	_, err := Put(ctx, k, "a", "", random(MaxParts*300), 0)
 	if !errors.Is(err, ErrTooBig) {
@@ -145,7 +145,7 @@ func TestBlobFailureLeavesNothing(t *testing.T) {
 func TestBlobCompresses(t *testing.T) {
 	k := newMem(2560)
 	data := bytes.Repeat([]byte(`{"kind":"ExecCredential","status":{"token":"abc"}}`), 200) // 10 KB
-	ref, err := Put(context.Background(), k, "a", "", data, 0)
+	ref, err := Put(t.Context(), k, "a", "", data, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestBlobCompresses(t *testing.T) {
 }
 
 func TestRemoveAll(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	k := newMem(300)
 	for _, a := range []string{"s1/x/0", "s1/y/0", "s2/x/0"} {
 		k.items[a] = []byte("v")

@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 
 // helperMain does op in the kernel keyring, as whoever runs it, and prints the outcome.
 func helperMain(op, arg string) int {
-	ctx := context.Background()
+	ctx := context.Background() //nolint:forbidigo // a helper process: no test here
 	k, err := Open(ctx, Kernel, Config{Service: "kplug-test"})
 	if err != nil {
 		fmt.Println("open:", err)
@@ -100,7 +100,7 @@ func service(t *testing.T) string {
 
 func removeAllAtEnd(t *testing.T, k Keyring) {
 	t.Cleanup(func() {
-		if _, err := RemoveAll(context.Background(), k, ""); err != nil {
+		if _, err := RemoveAll(context.WithoutCancel(t.Context()), k, ""); err != nil {
 			t.Errorf("cleaning up: %v", err)
 		}
 	})
@@ -109,7 +109,7 @@ func removeAllAtEnd(t *testing.T, k Keyring) {
 // roundTrip stores, reads, lists and deletes blobs of several sizes in k.
 func roundTrip(t *testing.T, k Keyring) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, size := range []int{10, 3000, 100 << 10} {
 		data := randomBytes(size)
 		account := "scope/" + strconv.Itoa(size)
@@ -146,7 +146,7 @@ func roundTrip(t *testing.T, k Keyring) {
 }
 
 func TestKernelRoundTrip(t *testing.T) {
-	k, err := Open(context.Background(), Kernel, Config{Service: service(t)})
+	k, err := Open(t.Context(), Kernel, Config{Service: service(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestKernelRoundTrip(t *testing.T) {
 // The keys are the user's: readable by any process of the user, whether or not it has
 // the user keyring in its session, and by nobody else.
 func TestKernelKeyPermissionsAndTimeout(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	k, err := Open(ctx, Kernel, Config{Service: service(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestKernelKeyPermissionsAndTimeout(t *testing.T) {
 // their serial numbers, and the user cannot read theirs; each user's own keys work.
 func TestSecurityKernelKeysAreThePerUsers(t *testing.T) {
 	other := localuser.New(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	k, err := Open(ctx, Kernel, Config{Service: "kplug-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +205,7 @@ func TestSecurityKernelKeysAreThePerUsers(t *testing.T) {
 	if err := k.Set(ctx, Item{Account: "secret-of-root", Secret: []byte("root-token")}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k.Delete(ctx, "secret-of-root") })
+	t.Cleanup(func() { _ = k.Delete(context.WithoutCancel(ctx), "secret-of-root") })
 	id, err := k.(*kernel).find("secret-of-root")
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestKernelQuotaAsUser(t *testing.T) {
 	quota, _ := strconv.Atoi(strings.TrimSpace(string(maxBytes)))
 	bin := other.Executable(t, os.Args[0])
 	run := func(op string, size int) string {
-		cmd := other.Command(context.Background(), bin, "-test.run=^$")
+		cmd := other.Command(t.Context(), bin, "-test.run=^$")
 		cmd.Env = append(cmd.Env, helperEnv+"="+op, helperEnv+"_ARG="+strconv.Itoa(size))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -279,7 +279,7 @@ func TestKernelQuotaAsUser(t *testing.T) {
 func TestSecretServiceRoundTrip(t *testing.T) {
 	ss := keyringtest.StartSecretService(t)
 	svc := service(t)
-	k, err := Open(context.Background(), SecretService, Config{Service: svc, Environ: ss.Env})
+	k, err := Open(t.Context(), SecretService, Config{Service: svc, Environ: ss.Env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,21 +290,21 @@ func TestSecretServiceRoundTrip(t *testing.T) {
 	if _, err := exec.LookPath("secret-tool"); err != nil {
 		keyringtest.Require(t, "the Secret Service tests need secret-tool (libsecret-tools)")
 	}
-	if err := k.Set(context.Background(), Item{Account: "x/0", Label: "kplug test", Secret: []byte("value")}); err != nil {
+	if err := k.Set(t.Context(), Item{Account: "x/0", Label: "kplug test", Secret: []byte("value")}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(context.Background(), "secret-tool", "lookup", "service", svc, "account", "x/0")
+	cmd := exec.CommandContext(t.Context(), "secret-tool", "lookup", "service", svc, "account", "x/0")
 	cmd.Env = append(os.Environ(), ss.Env...)
 	out, err := cmd.Output()
 	if err != nil || string(out) != "value" {
 		t.Errorf("secret-tool lookup = %q, %v; want value", out, err)
 	}
-	cmd = exec.CommandContext(context.Background(), "secret-tool", "clear", "service", svc)
+	cmd = exec.CommandContext(t.Context(), "secret-tool", "clear", "service", svc)
 	cmd.Env = append(os.Environ(), ss.Env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("secret-tool clear: %v: %s", err, out)
 	}
-	if _, err := k.Get(context.Background(), "x/0"); !errors.Is(err, ErrNotFound) {
+	if _, err := k.Get(t.Context(), "x/0"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get after secret-tool clear: %v, want ErrNotFound", err)
 	}
 }
@@ -326,7 +326,7 @@ func TestAutoChoice(t *testing.T) {
 		{"bus address that does not answer", []string{"DBUS_SESSION_BUS_ADDRESS=unix:path=" + filepath.Join(empty, "nothing")}, Kernel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := Open(context.Background(), Auto, Config{Service: "kplug-test", Environ: tc.env})
+			k, err := Open(t.Context(), Auto, Config{Service: "kplug-test", Environ: tc.env})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -375,7 +375,7 @@ func TestSecretServiceUnreachable(t *testing.T) {
 				"; run in a desktop session, or use --storage kernel-keyring or file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := Open(context.Background(), SecretService, Config{Service: "kplug-test", Environ: tc.env, Timeout: 300 * time.Millisecond})
+			k, err := Open(t.Context(), SecretService, Config{Service: "kplug-test", Environ: tc.env, Timeout: 300 * time.Millisecond})
 			if err == nil {
 				k.Close()
 				t.Fatal("Open succeeded")
@@ -428,7 +428,7 @@ func TestEntrySizes(t *testing.T) {
 	}{{"token", []byte(token)}, {"client certificate and key", certAnswer}} {
 		for _, limit := range []int{keychainItemLimit, credentialManagerItemLimit, kernelItemLimit, ssItemLimit} {
 			k := newMem(limit)
-			ref, err := Put(context.Background(), k, "a", "", tc.answer, 0)
+			ref, err := Put(t.Context(), k, "a", "", tc.answer, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

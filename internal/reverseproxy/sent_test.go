@@ -1,7 +1,6 @@
 package reverseproxy
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,7 @@ func TestSent(t *testing.T) {
 	defer tr.CloseIdleConnections()
 
 	var sent Sent
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, http.NoBody)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, http.NoBody)
 	if resp, err := tr.RoundTrip(sent.Trace(req)); err != nil {
 		t.Fatal(err)
 	} else {
@@ -27,11 +26,11 @@ func TestSent(t *testing.T) {
 	}
 
 	// Nothing listens: the dial fails, nothing is sent.
-	ln, _ := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, _ := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	var never Sent
-	req, _ = http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+addr, http.NoBody)
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr, http.NoBody)
 	if resp, err := tr.RoundTrip(never.Trace(req)); err == nil {
 		resp.Body.Close()
 		t.Fatal("a request to a closed port succeeded")

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"testing"
@@ -14,7 +13,7 @@ func benchGet(b *testing.B, client *http.Client, url string) {
 	b.Helper()
 	b.ReportAllocs()
 	for b.Loop() {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+		req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, url, nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)

@@ -246,7 +246,7 @@ func (c *testCluster) start(t testing.TB, docs ...*discovery.Document) {
 func (c *testCluster) startNode(t testing.TB, name string, doc *discovery.Document) *testNode {
 	t.Helper()
 	b := c.startBackend(t, name, doc)
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,9 @@ func (c *testCluster) startNode(t testing.TB, name string, doc *discovery.Docume
 	listenerTLS.Certificates = []tls.Certificate{*serving} // for clients that send no server name
 	srv := &httptest.Server{Listener: ln, Config: reverseproxy.NewServer(s.handler, nil, nil), TLS: listenerTLS}
 	srv.StartTLS()
-	ctx, cancel := context.WithCancel(context.Background())
+	// The node runs until the test stops it or the Cleanup below does, which closes its
+	// server too: not when the test's context ends.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	n := &testNode{backend: b, sidecar: s, srv: srv, reg: reg, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(n.done)
@@ -286,7 +288,7 @@ func (c *testCluster) startBackend(t testing.TB, name string, doc *discovery.Doc
 // startBackendOn is startBackend listening on addr.
 func (c *testCluster) startBackendOn(t testing.TB, name string, doc *discovery.Document, addr string) *backend {
 	t.Helper()
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

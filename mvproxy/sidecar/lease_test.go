@@ -26,7 +26,7 @@ var sidecarLabels = map[string]string{LeaseLabel: LeaseLabelValue}
 
 func TestLeaseKeeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
+		ctx := t.Context()
 		longLease := testLease("dead-peer-with-a-day-long-lease", "y", time.Now().Add(-time.Hour), sidecarLabels)
 		longLease.Spec.LeaseDurationSeconds = ptr.To(int32(24 * 3600))
 		client := fake.NewClientset(

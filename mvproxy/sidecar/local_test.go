@@ -35,11 +35,11 @@ func TestLocalDiscoveryCallerGivesUp(t *testing.T) {
 				}
 			},
 		}
-		first, giveUp := context.WithCancel(context.Background())
+		first, giveUp := context.WithCancel(t.Context())
 		firstErr, secondErr := make(chan error, 1), make(chan error, 1)
 		go func() { firstErr <- c.Refresh(first) }()
 		synctest.Wait()
-		go func() { secondErr <- c.Refresh(context.Background()) }()
+		go func() { secondErr <- c.Refresh(t.Context()) }()
 		synctest.Wait()
 
 		giveUp()
@@ -50,7 +50,7 @@ func TestLocalDiscoveryCallerGivesUp(t *testing.T) {
 		if err := <-secondErr; err != nil {
 			t.Errorf("the caller that waited: %v", err)
 		}
-		if err := c.Refresh(context.Background()); err != nil || fetches != 1 || !dir.Local().Serves(discovery.GVR{Group: "batch", Version: "v1", Resource: "jobs"}) {
+		if err := c.Refresh(t.Context()); err != nil || fetches != 1 || !dir.Local().Serves(discovery.GVR{Group: "batch", Version: "v1", Resource: "jobs"}) {
 			t.Errorf("within MinInterval: %v after %d fetches, local discovery %v", err, fetches, dir.Local())
 		}
 	})
@@ -67,7 +67,7 @@ func TestLocalDiscoveryTimeout(t *testing.T) {
 			},
 		}
 		start := time.Now()
-		if err := c.Refresh(context.Background()); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 5*time.Second {
+		if err := c.Refresh(t.Context()); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 5*time.Second {
 			t.Errorf("hanging fetch: %v after %v", err, time.Since(start))
 		}
 	})

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"crypto/x509"
 	"errors"
 	"net"
@@ -19,7 +18,7 @@ import (
 func TestNewRefusesWhatPeersOrUsersCouldAbuse(t *testing.T) {
 	c := newTestCAs(t)
 	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods"))
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -24,7 +23,7 @@ func answer(t *testing.T, c *http.Client, method, url, body string) (int, bool, 
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(context.Background(), method, url, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func TestSidecarSendsARequestToOnePeerOnly(t *testing.T) {
 			Labels: map[string]string{LeaseLabel: LeaseLabelValue}, Annotations: map[string]string{AddressAnnotation: dropper.srv.Listener.Addr().String()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("peerproxy-dropper_1")},
 	}
-	if _, err := c.client.CoordinationV1().Leases("kube-system").Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.CoordinationV1().Leases("kube-system").Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	jobs := discovery.GVR{Group: "batch", Version: "v1", Resource: "jobs"}

@@ -90,7 +90,7 @@ func (c *testCluster) addPeerLease(t *testing.T, name, addr string) {
 			Labels: map[string]string{LeaseLabel: LeaseLabelValue}, Annotations: map[string]string{AddressAnnotation: addr}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_1")},
 	}
-	if _, err := c.client.CoordinationV1().Leases("kube-system").Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.CoordinationV1().Leases("kube-system").Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -237,7 +237,7 @@ func TestSecurityServerLimits(t *testing.T) {
 	if srv.IdleTimeout != 90*time.Second || srv.ReadHeaderTimeout != 32*time.Second || srv.MaxHeaderBytes != 1<<20 {
 		t.Errorf("idle %v, read header %v, max header bytes %d", srv.IdleTimeout, srv.ReadHeaderTimeout, srv.MaxHeaderBytes)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestSecurity503BodiesHideAddresses(t *testing.T) {
 // at start, though its holder renewed it). The test's clock is synctest's.
 func TestSecurityLeaseCleanupUnderClockSkew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.Context())
 		// The live peer's clock is two hours behind this machine's; the dead peer's, two
 		// hours ahead.
 		client := fake.NewClientset(

@@ -20,7 +20,7 @@ import (
 func TestServe(t *testing.T) {
 	c := newTestCAs(t)
 	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods", "batch/v1/jobs"))
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx) }()
@@ -50,10 +50,10 @@ func TestServe(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Errorf("Serve after its context ended: %v", err)
 	}
-	if _, err := leases.Get(context.Background(), o.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := leases.Get(t.Context(), o.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("identity Lease after Serve returned: %v, want deleted", err)
 	}
-	if conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", ln.Addr().String()); err == nil {
+	if conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", ln.Addr().String()); err == nil {
 		_ = conn.Close()
 		t.Error("the listener still accepts connections after Serve returned")
 	}
@@ -62,7 +62,7 @@ func TestServe(t *testing.T) {
 func TestServeListenError(t *testing.T) {
 	c := newTestCAs(t)
 	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods"))
-	taken, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	taken, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestServeListenError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Serve(context.Background())
+	err = s.Serve(t.Context())
 	if want := "sidecar: listening on " + taken.Addr().String() + ": "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Serve on a taken address: %v, want %q...", err, want)
 	}

@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -36,7 +35,7 @@ func twoServers(t *testing.T) *testCluster {
 
 func getSeen(t *testing.T, c *http.Client, url string, hdr http.Header) (int, seen, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +256,7 @@ func TestSidecarFailsOverAndAnswers503(t *testing.T) {
 		}
 	}
 	// A POST body no attempt has sent goes to the next peer whole.
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader("the body"))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader("the body"))
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +306,7 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 	client := c.httpClient(t, nil, tokenBob)
 	fetch := func(via int, accept, inm string) (int, http.Header, []string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, c.nodes[via].srv.URL+"/apis", nil)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.nodes[via].srv.URL+"/apis", nil)
 		req.Header.Set("Accept", accept)
 		if inm != "" {
 			req.Header.Set("If-None-Match", inm)
@@ -420,7 +419,7 @@ func TestSidecarMergedDiscovery(t *testing.T) {
 
 func TestSidecarIgnoresBadPeers(t *testing.T) {
 	c := twoServers(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	srvGarbage := httptestTLS(t, c, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
 	}))

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
@@ -86,7 +85,7 @@ func TestLocalRestartedUnnoticed(t *testing.T) {
 func TestPeersLearnALocalChangeAtOnce(t *testing.T) {
 	c := newTestCluster(t, discoverytest.Document("/v1/pods"), discoverytest.Document("/v1/pods"))
 	c.restartBackend(t, c.nodes[0], discoverytest.Document("/v1/pods", "batch/v1/jobs"))
-	if err := c.nodes[0].sidecar.local.forceRefresh(context.Background()); err != nil {
+	if err := c.nodes[0].sidecar.local.forceRefresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	client := c.httpClient(t, nil, tokenBob)

@@ -113,7 +113,9 @@ func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Op
 		b.Fatal(err)
 	}
 	ready := make(chan *execcred.Status, 1)
-	ctx, cancel := context.WithCancel(context.Background())
+	// Serve runs until the Cleanup below stops it, after its clients: not when the
+	// benchmark's context ends.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(b.Context()))
 	done := make(chan error, 1)
 	o := server.Options{
 		Upstream: upstream, LockFilePath: lock.Path, SocketDir: filepath.Join(dir, "proxy"),
@@ -163,7 +165,7 @@ func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Op
 
 // get sends one small GET through p and reads the whole answer.
 func (p path) get(b *testing.B) {
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, p.base+"/api/v1/pods", nil)
+	req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, p.base+"/api/v1/pods", nil)
 	resp, err := p.client.Do(req)
 	if err != nil {
 		b.Fatal(err)
@@ -217,7 +219,7 @@ func BenchmarkExecProxyWatchEvent(b *testing.B) {
 	u := newWatchUpstream(b)
 	for _, p := range paths(b, u) {
 		b.Run(p.name, func(b *testing.B) {
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(b.Context())
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/api/v1/watch/pods", nil)
 			resp, err := p.client.Do(req)

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -60,7 +59,7 @@ func TestFilterInAPIServerChain(t *testing.T) {
 		"/apis/only-s1-group000.example.com/v1/namespaces/ns/things0": "served by the peer",
 	} {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, path, nil)
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer secret")
 		req.Header.Set("X-Remote-User", "mallory")
 		authenticated.ServeHTTP(rec, req)

@@ -6,7 +6,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,7 +132,7 @@ func benchKplugConfig(tb testing.TB) *imagecred.Config {
 func BenchmarkCacheHit(b *testing.B) {
 	_, kplug, kubelet := fixture(b)
 	const image = "cached.registry.io/team/app"
-	ctx := context.Background()
+	ctx := b.Context()
 	b.Run("kubelet", func(b *testing.B) {
 		if creds, ok := kubelet.Lookup(image); !ok || len(creds) != 1 {
 			b.Fatalf("kubelet lookup: %v", creds)
@@ -161,7 +160,7 @@ func BenchmarkConcurrentLookups(b *testing.B) {
 	const n = 16
 	const image = "uncached.registry.io/team/app"
 	fakes, kplug, kubelet := fixture(b)
-	ctx := context.Background()
+	ctx := b.Context()
 	run := func(b *testing.B, lookup func()) {
 		before := fakes["uncached"].Runs()
 		for b.Loop() {
@@ -198,7 +197,7 @@ func BenchmarkConcurrentFirstPull(b *testing.B) {
 		}
 		var wg sync.WaitGroup
 		for range n {
-			wg.Go(func() { _, _ = k.LookupRepository(context.Background(), "cached.registry.io/team/app", nil) })
+			wg.Go(func() { _, _ = k.LookupRepository(b.Context(), "cached.registry.io/team/app", nil) })
 		}
 		wg.Wait()
 	}

@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -91,7 +90,7 @@ func (f *pullFixture) kplug(b *testing.B) authn.Keychain {
 }
 
 func (f *pullFixture) k8schain(b *testing.B) authn.Keychain {
-	kc, err := k8schain.NewFromPullSecrets(context.Background(), f.secrets)
+	kc, err := k8schain.NewFromPullSecrets(b.Context(), f.secrets)
 	if err != nil {
 		b.Fatal(err)
 	}

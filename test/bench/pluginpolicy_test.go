@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -41,7 +40,7 @@ func viaAuthenticator(t *testing.T, ec *clientcmdapi.ExecConfig) (constructErr, 
 	if err := a.UpdateTransportConfig(tc); err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://k.example/api", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://k.example/api", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +62,7 @@ func viaKplug(t *testing.T, ec *clientcmdapi.ExecConfig) (constructErr, requestE
 	if err != nil {
 		return err, nil
 	}
-	_, err = p.Credential(context.Background(), nil)
+	_, err = p.Credential(t.Context(), nil)
 	return nil, err
 }
 

@@ -26,7 +26,7 @@ func TestControlPlane(t *testing.T) {
 		{},
 		{Flags: []string{"--runtime-config=batch/v1=false"}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
 	t.Run("both servers serve, with different resources", func(t *testing.T) {

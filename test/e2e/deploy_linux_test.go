@@ -91,7 +91,7 @@ func TestDeployPeerproxy(t *testing.T) {
 	}
 	side := runPod(t, cp, 0, pod, etc, kplug)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	// The probes the pod declares: readiness through the sidecar, anonymously, as the
 	// kubelet probes; liveness on the metrics address.
@@ -172,7 +172,7 @@ func podCommand(ctx context.Context, t *testing.T, cp *framework.ControlPlane, i
 // runPodOnce runs the pod's command until it exits, and returns its exit code and output.
 func runPodOnce(t *testing.T, cp *framework.ControlPlane, pod *corev1.Pod, etc, kplug string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd, _, _ := podCommand(ctx, t, cp, 0, pod, etc, kplug)
 	out, err := cmd.CombinedOutput()
@@ -187,7 +187,7 @@ func runPodOnce(t *testing.T, cp *framework.ControlPlane, pod *corev1.Pod, etc, 
 // the kubelet does (SIGTERM), and prints its output if the test failed.
 func runPod(t *testing.T, cp *framework.ControlPlane, i int, pod *corev1.Pod, etc, kplug string) *sidecar {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cmd, listen, metrics := podCommand(ctx, t, cp, i, pod, etc, kplug)
 	s := &sidecar{URL: "https://" + listen, Metrics: "http://" + metrics + "/metrics", cancel: cancel, done: make(chan struct{}), log: &testlog.Buffer{}}
 	cmd.Stdout, cmd.Stderr = s.log, s.log

@@ -216,7 +216,7 @@ func TestSecurityImageCredentialRBACNamesItsServiceAccounts(t *testing.T) {
 	}
 
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	admin := clientFor(t, cp, cp.Admin, 0)
 	other := "elsewhere"

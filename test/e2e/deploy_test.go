@@ -40,7 +40,7 @@ func startNodeControlPlane(t *testing.T) *framework.ControlPlane {
 	t.Helper()
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{Flags: nodeFlags}}})
 	admin := clientFor(t, cp, cp.Admin, 0)
-	_, err := admin.CoreV1().ServiceAccounts("kube-system").Create(context.Background(),
+	_, err := admin.CoreV1().ServiceAccounts("kube-system").Create(t.Context(),
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func startNodeControlPlane(t *testing.T) *framework.ControlPlane {
 // kubectlApply runs kubectl apply as the admin with args (files, --dry-run=server).
 func kubectlApply(t *testing.T, cp *framework.ControlPlane, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	out, err := cp.Kubectl(ctx, cp.Admin, append([]string{"apply"}, args...)...).CombinedOutput()
 	if err != nil {
@@ -246,7 +246,7 @@ func copyFileMode(t *testing.T, src, dst string, mode os.FileMode) {
 // credentials that pull from a real registry.
 func TestDeployImageCredentialProvider(t *testing.T) {
 	cp := startNodeControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	dir := filepath.Join(moduleRoot(t), "deploy", "image-credential-provider")
 	config := filepath.Join(dir, "credential-provider-config.yaml")

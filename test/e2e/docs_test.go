@@ -165,7 +165,7 @@ func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) 
 	for _, reason := range p.skipped {
 		t.Logf("%s: a block not run here: %s", p.path, reason)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail -x\n"+r.Replace(script))
 	cmd.Dir = dir

@@ -32,7 +32,7 @@ func BenchmarkExecCacheKubectl(b *testing.B) {
 	}
 	// kubeContext "" is the static token user: no plugin at all, the floor.
 	getNS := func(b *testing.B, kubeContext string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 		defer cancel()
 		args := []string{"--kubeconfig", s.kubeconfig, "--context", kubeContext}
 		if kubeContext == "" {
@@ -89,7 +89,7 @@ func BenchmarkExecCacheKubectl(b *testing.B) {
 // kube-controller-manager, which does not run here).
 func grantNamespaceList(b *testing.B, cp *framework.ControlPlane, user string) {
 	b.Helper()
-	ctx := context.Background()
+	ctx := b.Context()
 	admin := clientFor(b, cp, cp.Admin, 0)
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "namespace-lister"},

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,7 +91,7 @@ func (s *execCacheSetup) whoami(t *testing.T, context string) (string, string, e
 // `kplug exec-cache`, and recover from a revoked token on the next command.
 func TestExecCacheKubectl(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx := context.Background()
+	ctx := t.Context()
 	admin := clientFor(t, cp, cp.Admin, 0)
 	s := newExecCacheSetup(t, cp, clientcmdapi.ExecEnvVar{Name: "TEST_SLEEP", Value: "500ms"})
 	issue := func() string {

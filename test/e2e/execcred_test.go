@@ -65,7 +65,7 @@ func execKubeconfig(t *testing.T, cp *framework.ControlPlane, dir string, envs m
 
 func run(t *testing.T, name string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -133,7 +133,7 @@ func TestExecCredentialPlugins(t *testing.T) {
 // its service account) and checks that the runtime refreshes and retries on the 401.
 func TestExecCredentialRefreshAfter401(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx := context.Background()
+	ctx := t.Context()
 	admin := clientFor(t, cp, cp.Admin, 0)
 	dir := t.TempDir()
 	buildBinary(t, filepath.Join(dir, "bin"), "./test/e2e/testplugin", "testplugin")
@@ -235,7 +235,7 @@ func exitCode(err error) int {
 // authenticates REST calls, watches and both upgrade protocols through kplug's runtime.
 func TestClientGoAdapter(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	admin := clientFor(t, cp, cp.Admin, 0)
 	// The bootstrap "view" role is aggregated by kube-controller-manager, which does not

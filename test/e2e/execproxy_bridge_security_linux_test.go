@@ -35,7 +35,7 @@ func TestSecurityExecProxyBridgeUnderIdleConnections(t *testing.T) {
 	kubeconfig := proxyKubeconfig(t, cp, kplug, dir, map[string][]string{
 		"admin": {"--client-cert", cp.Admin.Cert.CertFile, "--client-key", cp.Admin.Cert.KeyFile},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
 	// kplug run's command says where its kubeconfig is, then waits for the attacker.

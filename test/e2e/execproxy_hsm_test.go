@@ -106,7 +106,7 @@ func TestExecProxyPKCS11HSM(t *testing.T) {
 	t.Run("rotation without restart keeps streams open", func(t *testing.T) {
 		// carol may read and watch config maps; the admin creates one during the watch.
 		admin := func(args ...string) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			if out, err := cp.Kubectl(ctx, cp.Admin, args...).CombinedOutput(); err != nil {
 				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
@@ -115,7 +115,7 @@ func TestExecProxyPKCS11HSM(t *testing.T) {
 		admin("create", "role", "configmap-reader", "-n", "default", "--verb=get,list,watch", "--resource=configmaps")
 		admin("create", "rolebinding", "hsm-users-read", "-n", "default", "--role=configmap-reader", "--group=hsm-users")
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) { // RBAC caches catch up
-			out, _ := cp.Kubectl(context.Background(), cp.Admin, "auth", "can-i", "watch", "configmaps", "-n", "default", "--as=carol", "--as-group=hsm-users").Output()
+			out, _ := cp.Kubectl(t.Context(), cp.Admin, "auth", "can-i", "watch", "configmaps", "-n", "default", "--as=carol", "--as-group=hsm-users").Output()
 			if strings.TrimSpace(string(out)) == "yes" || time.Now().After(deadline) {
 				break
 			}

@@ -65,7 +65,7 @@ func TestSecurityExecProxyRuntimeDirectoryOfAnotherUser(t *testing.T) {
 	}
 	// request runs kplug request as the victim, with XDG_RUNTIME_DIR unset.
 	request := func(t *testing.T, tmp string) (stderr string, err error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, kplug, "request", "--kubeconfig", kubeconfig, "/version")
 		for _, kv := range os.Environ() {
@@ -90,7 +90,7 @@ func TestSecurityExecProxyRuntimeDirectoryOfAnotherUser(t *testing.T) {
 		tmp, dir := runtimeDir(t)
 		// The attacker watches the directory and links <lock>.log and <lock>.identity to
 		// the victim's files as soon as a lock file appears.
-		ctx, stop := context.WithCancel(context.Background())
+		ctx, stop := context.WithCancel(t.Context())
 		planter := attacker.Command(ctx, "sh", "-c", `cd "$0" || exit 1
 while :; do
   for f in client-*.lock; do

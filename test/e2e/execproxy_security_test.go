@@ -51,7 +51,7 @@ func TestSecurityExecProxyImpersonation(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	admin := clientFor(t, cp, cp.Admin, 0)
 	victim := func(name string) {
@@ -142,7 +142,7 @@ func init() {
 }
 
 func whoAmI(kubeconfig, contextName string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:forbidigo // a helper process: no test here
 	defer cancel()
 	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: contextName}).ClientConfig()

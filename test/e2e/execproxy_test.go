@@ -166,7 +166,7 @@ func connectContext(ctx context.Context, kubeconfig, contextName string) (*execp
 // (client certificate in the proxy): create, get, list, and a watch whose event must come
 // through.
 func clientGoThroughProxy(t *testing.T, kubeconfig string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	session, cs, err := connectContext(ctx, kubeconfig, "admin")
 	if err != nil {

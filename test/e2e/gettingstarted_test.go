@@ -38,7 +38,7 @@ func kplugBin(t *testing.T, cp *framework.ControlPlane) string {
 // is empty here: kube-controller-manager aggregates it.)
 func grantView(t *testing.T, cp *framework.ControlPlane, user string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
 		{"create", "clusterrole", "pod-reader", "--verb=get,list,watch", "--resource=pods"},
@@ -178,7 +178,7 @@ func goEnv(t *testing.T) []string {
 func TestGettingStartedNodeIntegrator(t *testing.T) {
 	page := readDocPage(t, "docs/getting-started/node-integrator.md")
 	cp := startNodeControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	bin := kplugBin(t, cp)
 	deployDir := filepath.Join(moduleRoot(t), "deploy", "image-credential-provider")
@@ -262,7 +262,7 @@ func TestGettingStartedClusterOperator(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{
 		{}, {Flags: []string{"--runtime-config=batch/v1=false"}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	if out, err := cp.Kubectl(ctx, cp.Admin, "create", "job", "upgrade-check", "--image=registry.example/none").CombinedOutput(); err != nil {
 		t.Fatalf("kubectl create job: %v\n%s", err, out)

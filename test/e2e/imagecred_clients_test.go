@@ -94,7 +94,7 @@ func TestImageCredentialSkopeo(t *testing.T) {
 	writeFile(t, authFile, fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, s.reg.Host))
 	t.Setenv("REGISTRY_AUTH_FILE", authFile)
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
 	// Without the helper the registry refuses skopeo.
@@ -127,7 +127,7 @@ func TestImageCredentialSkopeo(t *testing.T) {
 func TestImageCredentialCrane(t *testing.T) {
 	crane := framework.ToolForTest(t, "crane")
 	s := newHelperSetup(t, func(host string) string { return fmt.Sprintf(`{"credHelpers":{%q:"kplug"}}`, host) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
 	out, err := runClient(ctx, t, crane, "digest", "--insecure", s.ref)

@@ -292,7 +292,7 @@ func fakeCRIO() int {
 	if err != nil {
 		return fail("unable to connect to Kubernetes API: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:forbidigo // a helper process: no test here
 	defer cancel()
 	secrets, err := client.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeDockerConfigJson)})
 	if err != nil {

@@ -105,7 +105,7 @@ func TestImageCredentialPresets(t *testing.T) {
 
 	for _, p := range presets {
 		t.Run(p.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			cfg, fake := loadPreset(t, p)
 			mustCreate(t, admin, p.namespace)
@@ -163,7 +163,7 @@ func TestImageCredentialPresets(t *testing.T) {
 	// kplug run by an identity that is not a node needs kplug-rbac.yaml as it is, and
 	// nothing more: its namespace, its service account and its subject.
 	t.Run("kplug-rbac", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		cfg, fake := loadPreset(t, presets[0])
 		ns, subject := "apps", "kplug-image-credentials"

@@ -35,7 +35,7 @@ const runKplugEnv = "KPLUG_E2E_RUN_KPLUG"
 
 func init() {
 	if os.Getenv(runKplugEnv) == "1" {
-		os.Exit(cli.Run(context.Background(), os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+		os.Exit(cli.Run(context.Background(), os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})) //nolint:forbidigo // a helper process: no test here
 	}
 }
 
@@ -50,7 +50,7 @@ const (
 // a real pull from an authenticating OCI registry with only the credentials kplug printed.
 func TestImageCredentialServiceAccountPull(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	client := clientFor(t, cp, cp.Admin, 0)
 
@@ -151,7 +151,7 @@ providers:
 // with the service account's UID) and the cases where the plugin must not run.
 func TestImageCredentialServiceAccountRules(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	client := clientFor(t, cp, cp.Admin, 0)
 	ns := "rules"
@@ -242,7 +242,7 @@ func (c *countingAccounts) Token(ctx context.Context, req imagecred.TokenRequest
 
 func mustCreate(t *testing.T, client kubernetes.Interface, ns string) {
 	t.Helper()
-	_, err := client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func BenchmarkMixedVersionProxyKubeAPIServer(b *testing.B) {
 		{FeatureGates: gate},
 		{FeatureGates: gate, Flags: []string{"--runtime-config=batch/v1=false"}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.Context(), 2*time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
 		{"create", "configmap", "bench", "--from-literal=k=v", "-n", "default"},

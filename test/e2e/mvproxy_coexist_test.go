@@ -29,7 +29,7 @@ func TestMixedVersionProxyCoexistence(t *testing.T) {
 		{FeatureGates: map[string]bool{builtinProxyGate: true}, Flags: []string{"--runtime-config=batch/v1=false"}},
 		{Flags: []string{"--runtime-config=autoscaling/v2=false"}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	sides := []*sidecar{startSidecar(t, cp, 0), startSidecar(t, cp, 1)}
 	admin := userClient(t, cp, cp.Admin)

@@ -37,7 +37,7 @@ func TestMixedVersionProxyControllers(t *testing.T) {
 		{},
 		{Flags: []string{"--runtime-config=batch/v1=false"}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	sides := []*sidecar{startSidecar(t, cp, 0), startSidecar(t, cp, 1)}
 	admin := userClient(t, cp, cp.Admin)

@@ -127,7 +127,7 @@ func createPeerLease(ctx context.Context, t *testing.T, cp *framework.ControlPla
 // a peer, which could list apps/v2 first; kubectl then sent the user's token to it.
 func TestSecurityMixedVersionProxyPeerTrust(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	// The setup the issue reports: the cluster CA is the peer CA.
 	side := startSidecarWith(t, cp, 0, "--peer-ca-file="+cp.PKI.ClusterCA.File)
@@ -202,7 +202,7 @@ func TestSecurityMixedVersionProxyPeerTrust(t *testing.T) {
 // apiserver's.
 func TestSecurityMixedVersionProxyLargeDiscovery(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	side := startSidecar(t, cp, 0)
 	admin := userClient(t, cp, cp.Admin)
@@ -342,7 +342,7 @@ func TestSecurityMixedVersionProxyRequestHeaderNames(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{
 		Flags: []string{"--requestheader-group-headers=X-Remote-Group,X-Groups"},
 	}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
 	// What kube-apiserver does with the extra name, behind the front-proxy certificate the
@@ -446,7 +446,7 @@ func TestSecurityMixedVersionProxyChecksBeforeItForwards(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{
 		Flags: []string{"--requestheader-group-headers=X-Remote-Group,X-Groups"},
 	}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	alice := userClient(t, cp, cp.CertUser)
 	if _, body, err := reviewAsMaster(ctx, userClient(t, cp, &framework.User{Cert: cp.PKI.ProxyClient}), cp.Servers[0].URL, http.Header{"X-Remote-User": {"alice"}}); err != nil || !strings.Contains(body, `"system:masters"`) {
@@ -530,7 +530,7 @@ func TestSecurityMixedVersionProxyStaleRequestHeaderNames(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{
 		Flags: []string{"--requestheader-group-headers=X-Remote-Group,X-Groups"},
 	}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	sc := setupSidecars(t, cp)
 	cp.Servers[0].Stop()

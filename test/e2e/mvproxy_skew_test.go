@@ -79,7 +79,7 @@ func TestMixedVersionProxyUpgrade(t *testing.T) {
 	framework.ToolForTest(t, "kube-apiserver-"+version.KubernetesPrevious)
 	previous, current := skewServers()
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{previous, previous}})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	sides := []*sidecar{startSidecar(t, cp, 0), startSidecar(t, cp, 1)}
 	admin := userClient(t, cp, cp.Admin)

@@ -68,7 +68,7 @@ const leaseNamespace = framework.LeaseNamespace
 
 func setupSidecars(t testing.TB, cp *framework.ControlPlane) *framework.Sidecars {
 	t.Helper()
-	s, err := cp.Sidecars(context.Background())
+	s, err := cp.Sidecars(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func startSidecarWith(t testing.TB, cp *framework.ControlPlane, i int, peerFlags
 // prints its output, labelled what, if the test failed.
 func runInProcess(t testing.TB, what string, args []string, url, metrics string) *sidecar {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	s := &sidecar{URL: url, Metrics: metrics, cancel: cancel, done: make(chan struct{}), log: &testlog.Buffer{}}
 	go func() {
 		defer close(s.done)
@@ -112,7 +112,7 @@ func TestMixedVersionProxySidecar(t *testing.T) {
 		{},
 		{Flags: []string{"--runtime-config=batch/v1=false"}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	sides := []*sidecar{startSidecar(t, cp, 0), startSidecar(t, cp, 1)}
 	kubeconfigs := sidecarKubeconfigs(t, cp, sides)
@@ -496,7 +496,7 @@ func kubectl(ctx context.Context, cp *framework.ControlPlane, kubeconfig string,
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

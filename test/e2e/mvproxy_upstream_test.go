@@ -21,7 +21,7 @@ func TestMixedVersionProxyUpstream(t *testing.T) {
 		{FeatureGates: gate},
 		{FeatureGates: gate, Flags: []string{"--runtime-config=batch/v1=false"}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	admin := userClient(t, cp, cp.Admin)
 	b := cp.Servers[1].URL

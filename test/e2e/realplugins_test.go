@@ -120,7 +120,7 @@ type credentialJSON struct {
 // runEnv runs a command with exactly env as its environment.
 func runEnv(t testing.TB, env []string, name string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -266,7 +266,7 @@ func runParity(t *testing.T, p *recordedPlugin, kplug, kubeconfig, kubeContext s
 	if err != nil {
 		r.libErr = err
 	} else {
-		r.libCred, r.libErr = src.Credential(context.Background(), nil)
+		r.libCred, r.libErr = src.Credential(t.Context(), nil)
 	}
 	r.libOutput = taken()
 

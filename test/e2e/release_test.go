@@ -433,7 +433,7 @@ func checkImage(t *testing.T, r releaseBuild) {
 	pushedDigest := strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]))
 
 	// Pull as another user with nothing but go-containerregistry.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	puller := remote.WithAuth(&authn.Basic{Username: "puller", Password: reg.PullerPassword})
 	tag, err := name.ParseReference(ref)

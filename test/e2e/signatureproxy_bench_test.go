@@ -35,7 +35,7 @@ func (f fixedUser) Authenticate(*http.Request) (*authenticationv1.UserInfo, erro
 // verifying an ECDSA P-256 signature made by the client for each request.
 func BenchmarkSignatureProxyKubeAPIServer(b *testing.B) {
 	cp := framework.StartForTest(b, framework.Options{Servers: []framework.ServerOptions{{}}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
 		{"create", "configmap", "bench", "--from-literal=k=v", "-n", "default"},
@@ -107,7 +107,7 @@ func BenchmarkSignatureProxyKubeAPIServer(b *testing.B) {
 	for _, row := range rows {
 		b.Run(row.name, func(b *testing.B) {
 			get := func() {
-				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, row.url+path, nil)
+				req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, row.url+path, nil)
 				req.Header.Set("Accept", "application/json")
 				if row.token != "" {
 					req.Header.Set("Authorization", "Bearer "+row.token)

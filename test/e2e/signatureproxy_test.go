@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -268,7 +267,7 @@ func TestSignatureProxy(t *testing.T) {
 			t.Fatalf("first send: %d %s", code, msg)
 		}
 		time.Sleep(3500 * time.Millisecond) // past maxAge 2s plus maxClockSkew 1s
-		req, _ := http.NewRequestWithContext(context.Background(), last.method, last.url, bytes.NewReader(last.body))
+		req, _ := http.NewRequestWithContext(t.Context(), last.method, last.url, bytes.NewReader(last.body))
 		req.Header = last.header.Clone()
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 		resp, err := c.Do(req)

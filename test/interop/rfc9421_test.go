@@ -53,7 +53,7 @@ func findNode(t *testing.T) nodeRunner {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, filepath.Join("rfc9421", "interop.js"))
 		cmd.Env = append(os.Environ(), "NODE_PATH="+modules)

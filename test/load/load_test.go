@@ -25,7 +25,7 @@ var short = Timing{Hold: 4 * time.Second, Settle: 2 * time.Second, RequestTimeou
 func TestPeerproxyFaults(t *testing.T) {
 	kplug := BuildKplug(t)
 	c := StartPeerproxy(t, kplug)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cmNS, err := Namespaces(ctx, c.CP, "pp-cm", 4)
 	if err != nil {
@@ -79,7 +79,7 @@ func logReport(t *testing.T, rep *traffic.Report) {
 func TestExecProxyFaults(t *testing.T) {
 	kplug := BuildKplug(t)
 	s := StartExecProxy(t, kplug)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	ns, err := Namespaces(ctx, s.CP, "ep", 4)
 	if err != nil {

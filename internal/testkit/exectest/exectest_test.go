@@ -1,7 +1,6 @@
 package exectest
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -20,7 +19,7 @@ func TestMain(m *testing.M) {
 
 func runFake(t *testing.T, p *Plugin, stdin string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.CommandContext(context.Background(), p.Path(), args...)
+	cmd := exec.CommandContext(t.Context(), p.Path(), args...)
 	cmd.Env = append(os.Environ(), append(p.Env(), infoEnv+`={"spec":{"cluster":{"server":"https://k"}}}`)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stderr strings.Builder

@@ -14,7 +14,7 @@ import (
 // and then changes an object behind its back, which the checks must find.
 func TestTrafficChecks(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	for _, ns := range []string{"traffic-a", "traffic-b"} {
 		if out, err := cp.Kubectl(ctx, cp.Admin, "create", "namespace", ns).CombinedOutput(); err != nil {
