@@ -155,7 +155,6 @@ build kubectl k8s.io/kubernetes/cmd/kubectl "$(k8s_ldflags "$k8s")"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$(k8s_ldflags "$k8s")"
 build "kube-apiserver-$previous" k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$previous")" previous
 build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
-build apidiff golang.org/x/exp/cmd/apidiff
 # Real exec credential plugins that test/e2e runs through kplug (docs/exec-credentials.md,
 # "Tested with real plugins"). kubelogin v0.2.22 needs Go 1.26.10; v0.2.21 is the newest
 # that the Go here (go.mod: 1.26) builds.

@@ -1,0 +1,4 @@
+package a
+
+// OnlyOnWindows is API on windows only.
+func OnlyOnWindows() {}

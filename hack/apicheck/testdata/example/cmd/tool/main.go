@@ -1,0 +1,4 @@
+// Command tool is not API.
+package main
+
+func main() {}
