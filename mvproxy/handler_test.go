@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"strings"
 	"testing"
 
@@ -184,5 +185,25 @@ func TestPeerPathWithoutRoute(t *testing.T) {
 	ctx := context.WithValue(t.Context(), routeKey{}, &routeState{})
 	if _, ok := routeOf(ctx); ok {
 		t.Error("routeOf accepts a route with no peer")
+	}
+}
+
+// A caller whose user travels in the front-proxy headers sends no token of its own to the
+// next server: not in Authorization, nor as a WebSocket bearer subprotocol (which
+// kube-apiserver reads like Authorization); other subprotocols are kept.
+func TestForwardIdentityDropsTheCallersToken(t *testing.T) {
+	in := httptest.NewRequestWithContext(withCaller(t.Context(), Caller{User: &Identity{Name: "alice", Groups: []string{"dev"}}}), http.MethodGet, "https://sidecar/api/v1/namespaces/ns/pods/p/exec", nil)
+	in.Header.Set("Authorization", "Bearer alice-token")
+	in.Header.Add("Sec-WebSocket-Protocol", "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.YWxpY2UtdG9rZW4")
+	pr := &httputil.ProxyRequest{In: in, Out: in.Clone(in.Context())}
+	ForwardIdentity(pr, true)
+	if got := pr.Out.Header.Get("Authorization"); got != "" {
+		t.Errorf("Authorization forwarded: %q", got)
+	}
+	if got := pr.Out.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != "v5.channel.k8s.io" {
+		t.Errorf("Sec-WebSocket-Protocol forwarded as %q, want only v5.channel.k8s.io", got)
+	}
+	if got := pr.Out.Header.Get("X-Remote-User"); got != "alice" {
+		t.Errorf("X-Remote-User = %q", got)
 	}
 }

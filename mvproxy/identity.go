@@ -13,6 +13,7 @@ import (
 
 	"github.com/kplug/kplug/internal/certmemo"
 	"github.com/kplug/kplug/internal/identityheader"
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // Header names of the one-hop guard and of front-proxy (request-header) identity.
@@ -99,8 +100,9 @@ func ForwardIdentity(pr *httputil.ProxyRequest, guard bool) {
 	SetIdentityHeaders(pr.Out.Header, caller.User)
 	if caller.User != nil {
 		// The next server learns the user from the headers; a token would be one more
-		// secret sent.
+		// secret sent, in Authorization or in a WebSocket subprotocol.
 		pr.Out.Header.Del("Authorization")
+		reverseproxy.DropBearerSubprotocol(pr.Out.Header)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -248,30 +247,12 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	identityheader.Names(h.o.Headers).Set(out, u)
 }
 
-// bearerSubprotocol prefixes the WebSocket subprotocol in which kube-apiserver accepts a
-// bearer token from clients that cannot set Authorization (browsers):
-// "base64url.bearer.authorization.k8s.io.<token>".
-const bearerSubprotocol = "base64url.bearer.authorization.k8s.io." //nolint:gosec // a protocol name, not a credential
-
 // strip removes every header a client could assert an identity with, and a bearer token
 // in a WebSocket subprotocol, which kube-apiserver would read like Authorization.
 func (h *Handler) strip(hdr http.Header) {
 	hdr.Del("Authorization")
 	hdr.Del("Proxy-Authorization")
-	if protocols := hdr.Values("Sec-WebSocket-Protocol"); len(protocols) > 0 {
-		var kept []string
-		for _, line := range protocols {
-			for p := range strings.SplitSeq(line, ",") {
-				if p = strings.TrimSpace(p); p != "" && !strings.HasPrefix(strings.ToLower(p), bearerSubprotocol) {
-					kept = append(kept, p)
-				}
-			}
-		}
-		hdr.Del("Sec-WebSocket-Protocol")
-		if len(kept) > 0 {
-			hdr.Set("Sec-WebSocket-Protocol", strings.Join(kept, ", "))
-		}
-	}
+	reverseproxy.DropBearerSubprotocol(hdr)
 	identityheader.Names(h.o.Headers).Strip(hdr)
 }
 

@@ -72,8 +72,8 @@ func (n Names) names(name string) bool {
 
 // Set strips h (Strip) and, when u is not nil, writes u into the first name of each
 // list, as kube-apiserver reads them: the user; the UID unless empty; one field per
-// group; one per extra value, under the first extra prefix followed by the key,
-// path-escaped. A list that is empty (an apiserver without --requestheader-uid-headers)
+// group; one per extra value, under the first extra prefix followed by the key, escaped
+// (escapeKey). A list that is empty (an apiserver without --requestheader-uid-headers)
 // carries nothing. This is the one place kplug writes front-proxy identity.
 func (n Names) Set(h http.Header, u *User) {
 	n.Strip(h)
@@ -93,7 +93,7 @@ func (n Names) Set(h http.Header, u *User) {
 	}
 	if len(n.ExtraPrefix) > 0 {
 		for k, vs := range u.Extra {
-			name := n.ExtraPrefix[0] + url.PathEscape(k)
+			name := n.ExtraPrefix[0] + escapeKey(k)
 			for _, v := range vs {
 				h.Add(name, v)
 			}
@@ -141,4 +141,34 @@ func first(h http.Header, names []string) string {
 		}
 	}
 	return ""
+}
+
+// escapeKey writes an extra key as a header name may carry it, as client-go's front proxy
+// does: every byte that is not a token character (RFC 9110), and every '%', as %XX, which
+// kube-apiserver's url.PathUnescape reads back. url.PathEscape leaves ':', '=' and '@',
+// which no header name may hold, so a key such as "example.com/team:role" made every
+// request fail.
+func escapeKey(key string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c != '%' && tokenByte(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// tokenByte reports whether c may appear in a header name (RFC 9110, token).
+func tokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }

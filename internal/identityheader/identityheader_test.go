@@ -2,7 +2,10 @@ package identityheader
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -60,5 +63,30 @@ func TestReadAsKubeAPIServer(t *testing.T) {
 	Default.Set(out, u)
 	if diff := cmp.Diff(u, Default.Read(out)); diff != "" {
 		t.Errorf("Read(Set(u)) (-want +got):\n%s", diff)
+	}
+}
+
+// An extra key may hold any character kube-apiserver accepts (example.com/team:role=x);
+// the header name that carries it must still be a valid one, and read back as the key.
+// url.PathEscape left ':', '=' and '@', and Go's transport refused the request.
+func TestExtraKeysMakeValidHeaderNames(t *testing.T) {
+	keys := []string{"example.com/team:role=x", "a@b", "100%", "sp ace", "é"}
+	u := &User{Name: "alice", Extra: map[string][]string{}}
+	for _, k := range keys {
+		u.Extra[k] = []string{"v"}
+	}
+	h := http.Header{}
+	Default.Set(h, u)
+	for name := range h {
+		if !httpguts.ValidHeaderFieldName(name) {
+			t.Errorf("invalid header name %q", name)
+		}
+	}
+	got := Default.Read(h)
+	for _, k := range keys {
+		want := strings.ToLower(k) // kube-apiserver lowercases before it unescapes
+		if len(got.Extra[want]) != 1 {
+			t.Errorf("key %q read back as %v", k, got.Extra)
+		}
 	}
 }

@@ -44,3 +44,31 @@ func IsUpgrade(req *http.Request) bool {
 	}
 	return false
 }
+
+// bearerSubprotocol prefixes the WebSocket subprotocol in which kube-apiserver accepts a
+// bearer token from clients that cannot set Authorization (browsers):
+// "base64url.bearer.authorization.k8s.io.<token>".
+const bearerSubprotocol = "base64url.bearer.authorization.k8s.io." //nolint:gosec // a protocol name, not a credential
+
+// DropBearerSubprotocol removes a bearer token carried as a WebSocket subprotocol, which
+// kube-apiserver reads like Authorization, and keeps the other subprotocols: a proxy that
+// tells the server who the user is (front-proxy identity) must not send the client's
+// token along, nor let it stand in for the identity it decided.
+func DropBearerSubprotocol(h http.Header) {
+	protocols := h.Values("Sec-WebSocket-Protocol")
+	if len(protocols) == 0 {
+		return
+	}
+	var kept []string
+	for _, line := range protocols {
+		for p := range strings.SplitSeq(line, ",") {
+			if p = strings.TrimSpace(p); p != "" && !strings.HasPrefix(strings.ToLower(p), bearerSubprotocol) {
+				kept = append(kept, p)
+			}
+		}
+	}
+	h.Del("Sec-WebSocket-Protocol")
+	if len(kept) > 0 {
+		h.Set("Sec-WebSocket-Protocol", strings.Join(kept, ", "))
+	}
+}
