@@ -252,3 +252,20 @@ users:
 		}
 	}
 }
+
+// kplug run refuses a user who signs requests before it runs the plugin: an unmodified
+// client cannot sign, and the signing material would be fetched for nothing.
+func TestRunRefusesASigningUserBeforeThePluginRuns(t *testing.T) {
+	t.Parallel()
+	srv := httpsigtest.NewTLS(t, signingAudience, nil)
+	answer, _, _ := signingMaterial(t)
+	p := exectest.New(t).Stdout(answer)
+	kc := signingKubeconfig(t, srv, signingPluginUser(p))
+	code, out, errOut := run(t, "run", "--kubeconfig", kc, "--", "true")
+	if code != ExitUsage || out != "" || !strings.Contains(errOut, "the context's user signs requests (httpSignature)") {
+		t.Errorf("code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if n := len(p.Calls()); n != 0 {
+		t.Errorf("the plugin ran %d times", n)
+	}
+}

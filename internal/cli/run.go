@@ -44,6 +44,10 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer u.Close()
+	if u.opts.HTTPSignature != nil {
+		// Refused before the plugin runs: an unmodified client cannot sign.
+		return invalidConfig(fmt.Errorf("%w: the context's user signs requests (httpSignature), which only a client that signs can do; use kplug request, or an exec proxy that signs (kplug proxy-plugin --sign rfc9421)", execproxy.ErrNotProxied))
+	}
 	session, err := u.connect(ctx, g)
 	if err != nil {
 		return err
