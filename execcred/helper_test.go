@@ -15,7 +15,7 @@ import (
 	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
-// The test binary, re-executed, is the fake plugin of these tests (internal/exectest).
+// The test binary, re-executed, is the fake plugin of these tests (internal/testkit/exectest).
 // Its behaviour "sdk-status" is a plugin written with execcred/plugin that explains its
 // failure (sdkStatusPlugin).
 func TestMain(m *testing.M) {

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// fakePlugin returns a command that runs the fake plugin (internal/exectest) in mode,
+// fakePlugin returns a command that runs the fake plugin (internal/testkit/exectest) in mode,
 // which handles stdin itself.
 func fakePlugin(t *testing.T, mode string, args ...string) Command {
 	p := exectest.New(t).Behaviour(mode).NoStdin()

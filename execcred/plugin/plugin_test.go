@@ -21,7 +21,7 @@ import (
 	"github.com/kplug/kplug/internal/testkit/exectest"
 )
 
-// TestMain makes the test binary, re-executed, a fake plugin (internal/exectest) whose
+// TestMain makes the test binary, re-executed, a fake plugin (internal/testkit/exectest) whose
 // behaviour "cached-login" is a plugin built with this package: a slow login behind a Cache
 // in the fake's directory, counting real logins in <dir>/logins.
 func TestMain(m *testing.M) {
