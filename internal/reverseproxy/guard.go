@@ -1,0 +1,429 @@
+package reverseproxy
+
+import (
+	"bufio"
+	"container/list"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of a Guard, for a proxy in front of kube-apiserver that anyone may reach.
+const (
+	// DefaultWriteProgress is how long a response write may make no progress: a client
+	// that takes nothing of its answer for that long (over HTTP/2, one that keeps its
+	// flow-control window shut) loses the stream, and the request is freed.
+	DefaultWriteProgress = 30 * time.Second
+	// DefaultHeaderBudget bounds the headers of the requests in handlers at once, across
+	// connections, in HTTP/2 header list size (HeaderListSize). Go holds about five times
+	// that in memory for a request and its forwarded copy when the fields are tiny.
+	DefaultHeaderBudget = 32 << 20
+	// DefaultConnectionHeaderBudget is one connection's share of DefaultHeaderBudget: 100
+	// streams of a user in 600 groups (some 40 KiB of header each) fit; 100 requests of
+	// 1 MiB do not.
+	DefaultConnectionHeaderBudget = 8 << 20
+	// DefaultMaxConnections bounds a server's connections; past it, the oldest connection
+	// of the client host that holds the most is closed.
+	DefaultMaxConnections = 4096
+)
+
+// refusalWriteTimeout bounds the writing of a refusal: a client that does not take it
+// within this loses its connection.
+const refusalWriteTimeout = 2 * time.Second
+
+// GuardLimits configure a Guard. A zero field disables its limit.
+type GuardLimits struct {
+	// WriteProgress is how long one write of a response (a Write or a Flush of the
+	// handler's, or the server's last flush once the handler returned) may take. A write
+	// that takes longer resets its stream (over HTTP/1.1, fails the connection); one that
+	// is still stuck WriteProgress later closes the connection. Each write gets the whole
+	// duration again, so a watch or a log that makes progress is never cut, however long
+	// it lasts and however long it is idle.
+	WriteProgress time.Duration
+	// HeaderBudget bounds the header list size (HeaderListSize) of the requests in
+	// handlers at once: over it, the connections holding the most are closed, with every
+	// request on them.
+	HeaderBudget int64
+	// ConnectionHeaderBudget bounds it for one connection's requests: a request that
+	// would go over it is refused 429 and its connection closed.
+	ConnectionHeaderBudget int64
+	// MaxConnections bounds the connections of the Guard's listener: past it, the oldest
+	// connection of the client host that holds the most is closed.
+	MaxConnections int
+}
+
+// DefaultGuardLimits are the Default* limits.
+func DefaultGuardLimits() GuardLimits {
+	return GuardLimits{
+		WriteProgress:          DefaultWriteProgress,
+		HeaderBudget:           DefaultHeaderBudget,
+		ConnectionHeaderBudget: DefaultConnectionHeaderBudget,
+		MaxConnections:         DefaultMaxConnections,
+	}
+}
+
+// Guard bounds what clients can make a server hold: its connections (Listener), the
+// headers of the requests in its handler, and how long a response that its client does
+// not take is kept (Handler). Use it with Protect. It is safe for concurrent use.
+type Guard struct {
+	limits GuardLimits
+
+	mu       sync.Mutex
+	conns    int
+	byHost   map[string]*list.List // of *guardedConn, oldest first
+	accepted uint64
+	held     int64 // header bytes of requests in handlers
+	heldBy   map[*guardedConn]int64
+}
+
+// NewGuard returns a Guard with limits.
+func NewGuard(limits GuardLimits) *Guard {
+	return &Guard{limits: limits, byHost: map[string]*list.List{}, heldBy: map[*guardedConn]int64{}}
+}
+
+// Protect puts srv's handler and connections (once served on g.Listener) under g.
+func (g *Guard) Protect(srv *http.Server) {
+	srv.Handler = g.Handler(srv.Handler)
+	srv.ConnContext = g.connContext
+}
+
+// Listener is ln with its connections counted, and capped at MaxConnections.
+func (g *Guard) Listener(ln net.Listener) net.Listener { return &guardedListener{Listener: ln, g: g} }
+
+type guardedListener struct {
+	net.Listener
+	g *Guard
+}
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.g.admit(c), nil
+}
+
+// guardedConn is a connection accepted by a Guard's listener.
+type guardedConn struct {
+	net.Conn
+	g    *Guard
+	host string
+	seq  uint64
+	// Guarded by g.mu.
+	elem    *list.Element // nil once closed
+	evicted bool          // closed to keep the header budget: its requests count no more
+}
+
+func (g *Guard) admit(c net.Conn) *guardedConn {
+	t := &guardedConn{Conn: c, g: g, host: hostOf(c.RemoteAddr())}
+	var evicted []*guardedConn
+	g.mu.Lock()
+	g.accepted++
+	t.seq = g.accepted
+	hl := g.byHost[t.host]
+	if hl == nil {
+		hl = list.New()
+		g.byHost[t.host] = hl
+	}
+	t.elem = hl.PushBack(t)
+	g.conns++
+	for g.limits.MaxConnections > 0 && g.conns > g.limits.MaxConnections {
+		evicted = append(evicted, g.evictLocked())
+	}
+	g.mu.Unlock()
+	for _, e := range evicted {
+		_ = e.Conn.Close() // its server goroutine sees the error and closes it
+	}
+	return t
+}
+
+// evictLocked forgets the oldest connection of the host that holds the most (the oldest
+// of all when hosts tie) and returns it to be closed: a host that floods the server
+// pushes out its own connections, not others'. g.mu is held.
+func (g *Guard) evictLocked() *guardedConn {
+	var most *list.List
+	for _, l := range g.byHost {
+		if most == nil || l.Len() > most.Len() ||
+			l.Len() == most.Len() && l.Front().Value.(*guardedConn).seq < most.Front().Value.(*guardedConn).seq {
+			most = l
+		}
+	}
+	t := most.Front().Value.(*guardedConn)
+	g.forgetLocked(t)
+	return t
+}
+
+func (g *Guard) forgetLocked(t *guardedConn) {
+	if t.elem == nil {
+		return
+	}
+	hl := g.byHost[t.host]
+	hl.Remove(t.elem)
+	if hl.Len() == 0 {
+		delete(g.byHost, t.host)
+	}
+	t.elem = nil
+	g.conns--
+}
+
+func (t *guardedConn) Close() error {
+	t.g.mu.Lock()
+	t.g.forgetLocked(t)
+	t.g.mu.Unlock()
+	return t.Conn.Close()
+}
+
+// hostOf is the client host of addr, the key connections are counted by: an IPv4
+// address, or an IPv6 /64 (what one client is given).
+func hostOf(addr net.Addr) string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return addr.String()
+	}
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		return ip4.String()
+	}
+	return ta.IP.Mask(net.CIDRMask(64, 128)).String()
+}
+
+// hold counts n header bytes of a request on t. It reports false, counting nothing, when
+// that would take t over its share, or when t is being closed; otherwise it returns the
+// connections to close to bring the total back within the budget: those holding the
+// most, t perhaps, whose bytes stop counting at once (their handlers give them back as
+// they see the connection closed).
+func (t *guardedConn) hold(n int64) (ok bool, evicted []*guardedConn) {
+	g := t.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t.evicted || g.limits.ConnectionHeaderBudget > 0 && g.heldBy[t]+n > g.limits.ConnectionHeaderBudget {
+		return false, nil
+	}
+	g.held += n
+	g.heldBy[t] += n
+	for g.limits.HeaderBudget > 0 && g.held > g.limits.HeaderBudget {
+		var most *guardedConn
+		for c, held := range g.heldBy {
+			if most == nil || held > g.heldBy[most] {
+				most = c
+			}
+		}
+		g.held -= g.heldBy[most]
+		delete(g.heldBy, most)
+		most.evicted = true
+		evicted = append(evicted, most)
+	}
+	return !t.evicted, evicted
+}
+
+// unhold gives back n header bytes counted by hold.
+func (t *guardedConn) unhold(n int64) {
+	g := t.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t.evicted {
+		return // given back when it was evicted
+	}
+	g.held -= n
+	if g.heldBy[t] -= n; g.heldBy[t] <= 0 {
+		delete(g.heldBy, t)
+	}
+}
+
+type guardedConnKey struct{}
+
+func (g *Guard) connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if t, ok := c.(*guardedConn); ok && t.g == g {
+		return context.WithValue(ctx, guardedConnKey{}, t)
+	}
+	return ctx
+}
+
+// guardedConnOf is the connection of ctx's request, or nil if it did not come through
+// a Guard's listener.
+func guardedConnOf(ctx context.Context) *guardedConn {
+	t, _ := ctx.Value(guardedConnKey{}).(*guardedConn)
+	return t
+}
+
+// HeldHeaderBytes is the header list size of the requests in g's handler: what the
+// budgets count.
+func (g *Guard) HeldHeaderBytes() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
+}
+
+// HeaderListSize is r's header as HTTP/2 sizes a header list (RFC 9113 §6.5.2): each
+// field's name and value and 32 bytes, the pseudo-header fields included. What a server
+// holds of r grows with it, whatever the protocol.
+func HeaderListSize(r *http.Request) int64 {
+	n := int64(len(r.Method) + len(r.Host) + len(r.RequestURI) + 4*32)
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += int64(len(name) + len(v) + 32)
+		}
+	}
+	return n
+}
+
+// Handler is h under g: the headers of its requests count against the budgets while h
+// runs, and its responses must make progress (GuardLimits). Requests that did not come
+// through g's listener are only held to WriteProgress.
+func (g *Guard) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t := guardedConnOf(r.Context()); t != nil {
+			n := HeaderListSize(r)
+			ok, evicted := t.hold(n)
+			for _, c := range evicted {
+				_ = c.Conn.Close()
+			}
+			if !ok {
+				refuseOverBudget(w, r, t)
+				return
+			}
+			defer t.unhold(n)
+		}
+		if g.limits.WriteProgress <= 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		pw := newProgressWriter(w, r, g.limits.WriteProgress)
+		defer pw.stop() // also when h panics: the server then resets the stream
+		h.ServeHTTP(pw, r)
+		pw.finish()
+	})
+}
+
+// refuseOverBudget answers 429 to a request that would take its connection over its
+// header budget, and closes the connection: its other requests hold the budget.
+func refuseOverBudget(w http.ResponseWriter, r *http.Request, t *guardedConn) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(refusalWriteTimeout))
+	w.Header().Set("Connection", "close") // HTTP/1.1; HTTP/2 drops it
+	WriteStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
+		"too many request headers in progress on this connection: wait for answers, or open another connection", 1)
+	_ = rc.Flush()
+	if r.ProtoMajor >= 2 {
+		_ = t.Conn.Close()
+	}
+}
+
+// progressWriter bounds each write of a response to a duration (GuardLimits.WriteProgress).
+// A timer runs while a write is under way; when it fires, the response's write deadline
+// is set in the past, which resets an HTTP/2 stream and fails an HTTP/1.1 connection's
+// write, so the handler's write returns. If it still has not, the connection is closed.
+type progressWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	conn    *guardedConn // nil outside a Guard's listener
+	timeout time.Duration
+
+	mu       sync.Mutex
+	timer    *time.Timer
+	stage    int  // 0 idle, 1 writing, 2 deadline passed
+	done     bool // the handler returned: the ResponseWriter may no longer be used
+	hijacked bool
+}
+
+func newProgressWriter(w http.ResponseWriter, r *http.Request, timeout time.Duration) *progressWriter {
+	pw := &progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), conn: guardedConnOf(r.Context()), timeout: timeout}
+	if r.ProtoMajor == 1 {
+		// The deadline is the connection's: one left by the previous request's last
+		// flush (finish) must not cut this one.
+		_ = pw.rc.SetWriteDeadline(time.Time{})
+	}
+	pw.timer = time.AfterFunc(time.Hour, pw.expired)
+	pw.timer.Stop()
+	return pw
+}
+
+func (w *progressWriter) start() {
+	w.mu.Lock()
+	w.stage = 1
+	w.timer.Reset(w.timeout)
+	w.mu.Unlock()
+}
+
+func (w *progressWriter) end() {
+	w.mu.Lock()
+	w.stage = 0
+	w.timer.Stop()
+	w.mu.Unlock()
+}
+
+// expired runs when a write took the whole timeout: the first time, it sets the write
+// deadline in the past; the second, it closes the connection.
+func (w *progressWriter) expired() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done || w.hijacked || w.stage == 0 {
+		return
+	}
+	if w.stage == 1 {
+		w.stage = 2
+		_ = w.rc.SetWriteDeadline(time.Now().Add(-time.Second))
+		w.timer.Reset(w.timeout)
+		return
+	}
+	if w.conn != nil {
+		_ = w.conn.Conn.Close()
+	}
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.start()
+	defer w.end()
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController.Flush calls, as httputil.ReverseProxy does.
+func (w *progressWriter) FlushError() error {
+	w.start()
+	defer w.end()
+	return w.rc.Flush()
+}
+
+func (w *progressWriter) Flush() { _ = w.FlushError() }
+
+// Hijack hands the connection over (an upgrade): from then on, its writes are the
+// hijacker's to bound.
+func (w *progressWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, brw, err := w.rc.Hijack()
+	if err == nil {
+		w.hijacked = true
+	}
+	return c, brw, err
+}
+
+func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish flushes what the handler left buffered within the timeout, and leaves the
+// server the same time for its last writes (the end of the stream or of the chunked
+// body), after which it gives up on the client.
+func (w *progressWriter) finish() {
+	w.mu.Lock()
+	hijacked := w.hijacked
+	w.mu.Unlock()
+	if !hijacked {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+		_ = w.FlushError()
+	}
+}
+
+// stop ends the timer: the handler returned, and the ResponseWriter is the server's again.
+func (w *progressWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.timer.Stop()
+	w.mu.Unlock()
+}
