@@ -20,9 +20,11 @@ const (
 	// flow-control window shut) loses the stream, and the request is freed.
 	DefaultWriteProgress = 30 * time.Second
 	// DefaultHeaderBudget bounds the headers of the requests in handlers at once, across
-	// connections, in HTTP/2 header list size (HeaderListSize). Go holds about five times
-	// that in memory for a request and its forwarded copy when the fields are tiny.
-	DefaultHeaderBudget = 32 << 20
+	// connections, in HTTP/2 header list size (HeaderListSize). A proxy holds up to some
+	// ten times that in memory when the fields are tiny (Go's decoded header, the
+	// forwarded copy, the upstream request): 32 requests of 1 MiB of 1-byte names held
+	// 370 MiB in peerproxy.
+	DefaultHeaderBudget = 16 << 20
 	// DefaultConnectionHeaderBudget is one connection's share of DefaultHeaderBudget: 100
 	// streams of a user in 600 groups (some 40 KiB of header each) fit; 100 requests of
 	// 1 MiB do not.

@@ -109,7 +109,7 @@ func TestSecurityUnreadResponsesAreReleased(t *testing.T) {
 func TestWriteProgressKeepsStreamsThatProgress(t *testing.T) {
 	t.Parallel()
 	const progress = 300 * time.Millisecond
-	_, ts, _ := guarded(t, GuardLimits{WriteProgress: progress}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, ts, _ := guarded(t, GuardLimits{WriteProgress: progress}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		rc := http.NewResponseController(w)
 		for i := range 4 {
 			fmt.Fprintf(w, "event %d\n", i)
@@ -151,7 +151,7 @@ func TestSecurityHeadersInProgressBudget(t *testing.T) {
 	)
 	var peak atomic.Int64
 	var g *Guard
-	g, ts, active := guarded(t, GuardLimits{HeaderBudget: budget, ConnectionHeaderBudget: share}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g, ts, active := guarded(t, GuardLimits{HeaderBudget: budget, ConnectionHeaderBudget: share}, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		held := g.HeldHeaderBytes()
 		for p := peak.Load(); held > p && !peak.CompareAndSwap(p, held); p = peak.Load() {
 		}

@@ -673,7 +673,9 @@ func TestSecurityPeerproxyUnreadAnswersAreReleased(t *testing.T) {
 	go func() { served <- s.Serve(ctx) }()
 	defer func() {
 		cancel()
-		<-served
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
 	}()
 	poll.Until(t, "local discovery and peers synced", s.dir.Synced)
 

@@ -33,10 +33,12 @@ type Conn struct {
 // test ends.
 func Dial(t testing.TB, addr string, certs ...tls.Certificate) *Conn {
 	t.Helper()
-	tc, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, Certificates: certs}) //nolint:gosec // a test attacker
+	d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, Certificates: certs}}
+	nc, err := d.DialContext(t.Context(), "tcp", addr)
 	if err != nil {
 		t.Fatalf("slowh2: dialing %s: %v", addr, err)
 	}
+	tc := nc.(*tls.Conn)
 	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("slowh2: %s negotiated %q, want h2", addr, p)
 	}
