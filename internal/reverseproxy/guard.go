@@ -29,6 +29,9 @@ const (
 	// streams of a user in 600 groups (some 40 KiB of header each) fit; 100 requests of
 	// 1 MiB do not.
 	DefaultConnectionHeaderBudget = 8 << 20
+	// DefaultUnreadHeaderBytes bounds the bytes of HTTP/1.1 requests not yet in the
+	// handler: 16 headers of 1 MiB at once, some 300 MiB of memory.
+	DefaultUnreadHeaderBytes = 16 << 20
 	// DefaultMaxConnections bounds a server's connections; past it, the oldest connection
 	// of the client host that holds the most is closed.
 	DefaultMaxConnections = 4096
@@ -57,6 +60,12 @@ type GuardLimits struct {
 	// MaxConnections bounds the connections of the Guard's listener: past it, the oldest
 	// connection of the client host that holds the most is closed.
 	MaxConnections int
+	// UnreadHeaderBytes bounds the bytes read, across the listener's connections, of
+	// requests that have not reached the handler: what Go's server decodes of an HTTP/1.1
+	// header before any handler sees it (some 16 times as much memory for tiny lines).
+	// Over it, the connections that read the most are closed. Connections once they
+	// speak HTTP/2, or switch protocols, are not counted.
+	UnreadHeaderBytes int64
 }
 
 // DefaultGuardLimits are the Default* limits.
@@ -66,6 +75,7 @@ func DefaultGuardLimits() GuardLimits {
 		HeaderBudget:           DefaultHeaderBudget,
 		ConnectionHeaderBudget: DefaultConnectionHeaderBudget,
 		MaxConnections:         DefaultMaxConnections,
+		UnreadHeaderBytes:      DefaultUnreadHeaderBytes,
 	}
 }
 
@@ -81,11 +91,13 @@ type Guard struct {
 	accepted uint64
 	held     int64 // header bytes of requests in handlers
 	heldBy   map[*guardedConn]int64
+	unread   int64 // bytes read of requests not yet in handlers
+	unreadBy map[*guardedConn]int64
 }
 
 // NewGuard returns a Guard with limits.
 func NewGuard(limits GuardLimits) *Guard {
-	return &Guard{limits: limits, byHost: map[string]*list.List{}, heldBy: map[*guardedConn]int64{}}
+	return &Guard{limits: limits, byHost: map[string]*list.List{}, heldBy: map[*guardedConn]int64{}, unreadBy: map[*guardedConn]int64{}}
 }
 
 // Protect puts srv's handler and connections (once served on g.Listener) under g.
@@ -119,6 +131,66 @@ type guardedConn struct {
 	// Guarded by g.mu.
 	elem    *list.Element // nil once closed
 	evicted bool          // closed to keep the header budget: its requests count no more
+	// uncounted: its reads are not counted against UnreadHeaderBytes, because a request
+	// is in the handler, or for good (HTTP/2, a switched protocol).
+	uncounted, forGood bool
+}
+
+// Read counts what is read outside handlers against UnreadHeaderBytes.
+func (t *guardedConn) Read(p []byte) (int, error) {
+	n, err := t.Conn.Read(p)
+	if n > 0 && t.g.limits.UnreadHeaderBytes > 0 {
+		for _, c := range t.unread(int64(n)) {
+			_ = c.Conn.Close()
+		}
+	}
+	return n, err
+}
+
+// unread counts n bytes read outside handlers, and returns the connections to close to
+// stay within UnreadHeaderBytes: those that read the most.
+func (t *guardedConn) unread(n int64) (evicted []*guardedConn) {
+	g := t.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t.uncounted || t.elem == nil {
+		return nil
+	}
+	g.unread += n
+	g.unreadBy[t] += n
+	for g.unread > g.limits.UnreadHeaderBytes {
+		var most *guardedConn
+		for c, b := range g.unreadBy {
+			if most == nil || b > g.unreadBy[most] {
+				most = c
+			}
+		}
+		g.forgetUnreadLocked(most)
+		most.uncounted, most.forGood = true, true
+		evicted = append(evicted, most)
+	}
+	return evicted
+}
+
+func (g *Guard) forgetUnreadLocked(t *guardedConn) {
+	g.unread -= g.unreadBy[t]
+	delete(g.unreadBy, t)
+}
+
+// inHandler stops counting t's reads while a request of it is in the handler, or for
+// good; done, returned, resumes counting, from zero.
+func (t *guardedConn) inHandler(forGood bool) (done func()) {
+	g := t.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.forgetUnreadLocked(t)
+	t.uncounted = true
+	t.forGood = t.forGood || forGood
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		t.uncounted = t.forGood
+	}
 }
 
 func (g *Guard) admit(c net.Conn) *guardedConn {
@@ -176,6 +248,7 @@ func (g *Guard) forgetLocked(t *guardedConn) {
 func (t *guardedConn) Close() error {
 	t.g.mu.Lock()
 	t.g.forgetLocked(t)
+	t.g.forgetUnreadLocked(t)
 	t.g.mu.Unlock()
 	return t.Conn.Close()
 }
@@ -282,6 +355,9 @@ func HeaderListSize(r *http.Request) int64 {
 func (g *Guard) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if t := guardedConnOf(r.Context()); t != nil {
+			// HTTP/2 reads the headers of other streams, and bodies, outside this
+			// handler; a switched protocol reads its stream.
+			defer t.inHandler(r.ProtoMajor >= 2 || IsUpgrade(r))()
 			n := HeaderListSize(r)
 			ok, evicted := t.hold(n)
 			for _, c := range evicted {
