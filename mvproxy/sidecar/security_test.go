@@ -36,6 +36,7 @@ import (
 	"github.com/kplug/kplug/internal/reverseproxy"
 	"github.com/kplug/kplug/internal/testkit/discoverytest"
 	"github.com/kplug/kplug/internal/testkit/poll"
+	"github.com/kplug/kplug/internal/testkit/slowh2"
 	"github.com/kplug/kplug/internal/testkit/testlog"
 	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/mvproxy"
@@ -645,5 +646,64 @@ func TestSecurityServeForwardsNothingUnchecked(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Serve goes on once kube-apiserver published X-Other-Group")
+	}
+}
+
+// Regression test for the v0.1.0 review (issue 28): one anonymous HTTP/2 connection with
+// a window of 0 sent 100 requests of 1 MiB of tiny header fields, each forwarded to
+// kube-apiserver, whose answers it never took: the sidecar held them (570 MiB) for as
+// long as the client liked. Now an answer not taken within the write-progress deadline
+// frees its request, and a connection over its share of the header budget is closed.
+func TestSecurityPeerproxyUnreadAnswersAreReleased(t *testing.T) {
+	c := newTestCAs(t)
+	b := c.startBackend(t, "server-0", discoverytest.Document("/v1/pods"))
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.options(t, "server-0", b, ln)
+	const progress = 500 * time.Millisecond
+	o.guard = reverseproxy.GuardLimits{WriteProgress: progress, HeaderBudget: 64 << 20, ConnectionHeaderBudget: 1 << 20}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	poll.Until(t, "local discovery and peers synced", s.dir.Synced)
+
+	slow := slowh2.Dial(t, ln.Addr().String())
+	const streams = 10 // some 40 KiB each: within the connection's share
+	for range streams {
+		if err := slow.Get("/api/v1/namespaces/default/pods", 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Go's server holds a request until its answer is written or its stream reset, even
+	// after the handler returned: each stream must be reset.
+	start := time.Now()
+	poll.Until(t, "every stream reset", func() bool { return slow.Resets.Load() >= streams })
+	if took := time.Since(start); took > 2*progress+2*time.Second {
+		t.Errorf("streams reset after %v, want within %v", took, 2*progress)
+	}
+	poll.Until(t, "the requests released", func() bool { return s.guard.HeldHeaderBytes() == 0 })
+
+	over := slowh2.Dial(t, ln.Addr().String())
+	for range 40 { // 1.6 MiB: over the connection's share
+		if over.Get("/api/v1/namespaces/default/pods", 1000) != nil {
+			break
+		}
+	}
+	select {
+	case <-over.Closed():
+	case <-time.After(poll.Timeout):
+		t.Fatal("a connection over its share of the header budget was not closed")
 	}
 }

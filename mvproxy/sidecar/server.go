@@ -45,6 +45,10 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	gate := newHeaderGate(&s.o)
 	srv := reverseproxy.NewServer(gate.Wrap(s.handler), serverTLSConfig(selectCertificate(s.o.PeerServerName, s.o.GetPeerCertificate, s.o.GetServingCertificate)),
 		slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug)) // TLS handshakes that clients abort
+	// Anyone who reaches the listener can send requests with 1 MiB of header and never
+	// take their answers: the guard bounds what they hold, and for how long.
+	s.guard.Protect(srv)
+	ln = s.guard.Listener(ln)
 	s.o.Logger.Info("peerproxy serving", "address", ln.Addr().String(), "id", s.o.ID, "advertise", address, "apiserver", s.o.LocalURL)
 
 	runCtx, stop := context.WithCancel(ctx)

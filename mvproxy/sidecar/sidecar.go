@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kplug/kplug/internal/reverseproxy"
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/discovery"
 )
@@ -83,6 +84,10 @@ type Options struct {
 	Metrics *mvproxy.Metrics
 	// Logger receives what the sidecar does and every failure; nil discards.
 	Logger *slog.Logger
+
+	// guard bounds connections, the headers of requests in progress and responses
+	// their clients do not take; zero: reverseproxy.DefaultGuardLimits. Tests shorten it.
+	guard reverseproxy.GuardLimits
 }
 
 // Sidecar is the mixed version proxy beside a stock kube-apiserver. Serve runs it.
@@ -95,6 +100,7 @@ type Sidecar struct {
 	handler    http.Handler
 	peers      *http.Transport
 	transport  []*http.Transport
+	guard      *reverseproxy.Guard
 }
 
 // New checks o and builds the sidecar. It reports every error at once (errors.Join),
@@ -114,6 +120,9 @@ func New(o Options) (*Sidecar, error) {
 	o.PeerTimeout = orDefault(o.PeerTimeout, 5*time.Second)
 	o.ShutdownTimeout = orDefault(o.ShutdownTimeout, 10*time.Second)
 	o.RequestHeaderRefresh = orDefault(o.RequestHeaderRefresh, 10*time.Second)
+	if o.guard == (reverseproxy.GuardLimits{}) {
+		o.guard = reverseproxy.DefaultGuardLimits()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -122,7 +131,7 @@ func New(o Options) (*Sidecar, error) {
 		return nil, fmt.Errorf("sidecar: options: %w", err)
 	}
 
-	s := &Sidecar{o: o, dir: mvproxy.NewDirectory(o.ID), renewLease: make(chan struct{}, 1)}
+	s := &Sidecar{o: o, dir: mvproxy.NewDirectory(o.ID), renewLease: make(chan struct{}, 1), guard: reverseproxy.NewGuard(o.guard)}
 	clientCert := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return o.GetProxyClientCertificate() }
 	localPlain := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, MinVersion: tls.VersionTLS12})
 	localProxy := newTransport(&tls.Config{RootCAs: o.LocalRootCAs, GetClientCertificate: clientCert, MinVersion: tls.VersionTLS12})
