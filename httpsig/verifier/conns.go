@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+
+	"github.com/kplug/kplug/internal/reverseproxy"
 )
 
 // The proxy's connections, by what is known of their clients. A connection is
@@ -91,22 +93,9 @@ func (l *admittingListener) Accept() (net.Conn, error) {
 	return l.a.admit(c), nil
 }
 
-// hostOf is the client host of addr, the key connections are counted by: an IPv4
-// address, or an IPv6 /64 (what one client is given).
-func hostOf(addr net.Addr) string {
-	ta, ok := addr.(*net.TCPAddr)
-	if !ok {
-		return addr.String()
-	}
-	if ip4 := ta.IP.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return ta.IP.Mask(net.CIDRMask(64, 128)).String()
-}
-
 // admit makes room for c and tracks it as unauthenticated.
 func (a *admission) admit(c net.Conn) *trackedConn {
-	t := &trackedConn{Conn: c, a: a, host: hostOf(c.RemoteAddr())}
+	t := &trackedConn{Conn: c, a: a, host: reverseproxy.ClientHost(c.RemoteAddr())}
 	var evicted []*trackedConn
 	a.mu.Lock()
 	for a.unauthenticated+a.authenticated >= a.limits.max && a.unauthenticated == 0 { // every slot is a user's

@@ -193,7 +193,7 @@ func (t *guardedConn) inHandler(forGood bool) (done func()) {
 }
 
 func (g *Guard) admit(c net.Conn) *guardedConn {
-	t := &guardedConn{Conn: c, g: g, host: hostOf(c.RemoteAddr())}
+	t := &guardedConn{Conn: c, g: g, host: ClientHost(c.RemoteAddr())}
 	var evicted []*guardedConn
 	g.mu.Lock()
 	g.accepted++
@@ -252,9 +252,10 @@ func (t *guardedConn) Close() error {
 	return t.Conn.Close()
 }
 
-// hostOf is the client host of addr, the key connections are counted by: an IPv4
-// address, or an IPv6 /64 (what one client is given).
-func hostOf(addr net.Addr) string {
+// ClientHost is the client host of addr, the key connections are counted by: an IPv4
+// address, or an IPv6 /64 (what one client is given). The Guard and the signature
+// proxy's admission both count by it.
+func ClientHost(addr net.Addr) string {
 	ta, ok := addr.(*net.TCPAddr)
 	if !ok {
 		return addr.String()
