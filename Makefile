@@ -22,7 +22,7 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build the pinned etcd, kube-apiserver (1.36 and 1.35), kube-controller-manager, kubectl, golangci-lint and the real exec plugins (aws-iam-authenticator, kubelogin) into _output/bin, and install the pinned npm RFC 9421 implementation for test/interop (skips what is current)
+tools: ## Build the pinned etcd, kube-apiserver (1.36 and 1.35), kube-controller-manager, kubectl, kubelet, containerd, crictl, golangci-lint and the real exec plugins (aws-iam-authenticator, kubelogin) into _output/bin, and install the pinned npm RFC 9421 implementation for test/interop (skips what is current)
 	hack/tools/build.sh
 
 .PHONY: deps
@@ -90,6 +90,10 @@ image-push: ## Push the release's image and its SBOMs: make image-push IMAGE=reg
 demo: demo-notice tools build ## Start a control plane, show the four mechanisms against it, shut it down (the first run builds the control plane: 5 to 20 minutes)
 	$(GO) build -o $(BIN)/kplug-demo-plugin ./test/e2e/testplugin
 	$(GO) run ./hack/demo --bin-dir $(BIN)
+
+.PHONY: node
+node: tools build ## As root: a kubelet (v1.36, containerd 2, runc) registers a Node and a pod pulls a private image with its service account's token through kplug's provider (make node ARGS=--wait keeps it running)
+	$(GO) run ./hack/node --bin-dir $(BIN) $(ARGS)
 
 .PHONY: demo-notice
 demo-notice:

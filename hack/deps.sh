@@ -18,6 +18,7 @@ needs=(
 	npm:npm                               # make tools installs it (npm ci)
 	skopeo:skopeo                         # a real registry client through the docker credential helper
 	/usr/share/bash-completion/bash_completion:bash-completion   # kplug completion bash, run in bash
+	/usr/sbin/runc:runc                   # the container runtime of the kubelet tests' containerd
 )
 missing=()
 for pair in "${needs[@]}"; do

@@ -90,15 +90,16 @@ k8s_ldflags() {
 # `go install PKG@VERSION` builds it from that version's own go.mod
 # (no replacements, every module checked against the checksum database), so hack/tools/go.mod
 # and its k8s.io replace block never touch its dependencies, nor it theirs. That graph is
-# fixed by the version, so the Go version, package and version make the whole key.
+# fixed by the version, so the Go version, package and version make the whole key (and
+# CGO_ENABLED, when the caller sets it: `CGO_ENABLED=0 build_release ...`).
 build_release() {
 	wanted "$1" || return 0
 	local name=$1 pkg=$2 version=$3 ldflags=${4:-}
 	local key
-	if [[ -z $ldflags ]]; then
+	if [[ -z $ldflags && -z ${CGO_ENABLED:-} ]]; then
 		key=$(printf '%s\n%s@%s\n' "$goversion" "$pkg" "$version" | sha256sum | cut -c1-32)
 	else
-		key=$(printf '%s\n%s@%s\n%s\n' "$goversion" "$pkg" "$version" "$ldflags" | sha256sum | cut -c1-32)
+		key=$(printf '%s\n%s@%s\n%s\n%s\n' "$goversion" "$pkg" "$version" "$ldflags" "${CGO_ENABLED:-}" | sha256sum | cut -c1-32)
 	fi
 	place "$name" "$key" go_install "$ldflags" "$pkg@$version"
 }
@@ -155,6 +156,16 @@ build kubectl k8s.io/kubernetes/cmd/kubectl "$(k8s_ldflags "$k8s")"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$(k8s_ldflags "$k8s")"
 build "kube-apiserver-$previous" k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$previous")" previous
 build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+# A node for the image credential provider tests (issue 29, test/e2e/kubelet_test.go): the
+# kubelet of the same pin; containerd 2 with its runc shim and ctr (to import the pause
+# image), static so that no btrfs or other C headers are needed (the CRI plugin, the
+# overlayfs snapshotter and the runc shim are pure Go); crictl to inspect it. runc is
+# Debian's (make deps).
+build kubelet k8s.io/kubernetes/cmd/kubelet "$(k8s_ldflags "$k8s")"
+CGO_ENABLED=0 build_release containerd github.com/containerd/containerd/v2/cmd/containerd v2.4.2
+CGO_ENABLED=0 build_release containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 v2.4.2
+CGO_ENABLED=0 build_release ctr github.com/containerd/containerd/v2/cmd/ctr v2.4.2
+CGO_ENABLED=0 build_release crictl sigs.k8s.io/cri-tools/cmd/crictl v1.37.0
 # Real exec credential plugins that test/e2e runs through kplug (docs/exec-credentials.md,
 # "Tested with real plugins"). kubelogin v0.2.22 needs Go 1.26.10; v0.2.21 is the newest
 # that the Go here (go.mod: 1.26) builds.

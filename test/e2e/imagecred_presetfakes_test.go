@@ -36,6 +36,7 @@ func init() {
 		"auth-provider-gcp":        fakeGCP,
 		"acr-credential-provider":  fakeACR,
 		"crio-credential-provider": fakeCRIO,
+		"sdk-plugin":               sdkPlugin, // kubelet_test.go
 	})
 }
 

@@ -37,6 +37,7 @@ type presetCase struct {
 	passed                                   map[string]string // what the plugin must get of them
 	env                                      func(t *testing.T) []kubeletv1.ExecEnvVar
 	check                                    func(t *testing.T, creds []imagecred.Credential)
+	key, user, password                      string // the cloud presets' answer: a credential for key
 }
 
 // TestImageCredentialPresets runs each documented preset as the kubelet would, against a
@@ -62,28 +63,7 @@ func TestImageCredentialPresets(t *testing.T) {
 	crioAuthDir := t.TempDir()
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	writeFile(t, caFile, string(cp.PKI.ClusterCA.CertPEM))
-	presets := []presetCase{{
-		name: "ecr", plugin: "ecr-credential-provider", image: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app:v1",
-		audience: "sts.amazonaws.com", namespace: "ecr",
-		annotations: map[string]string{"eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/puller", "other": "x"},
-		passed:      map[string]string{"eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/puller"},
-		check: wantCredential("123456789012.dkr.ecr.eu-west-1.amazonaws.com", "AWS",
-			"ecr-token-as-web-identity:arn:aws:iam::123456789012:role/puller"),
-	}, {
-		name: "gcp", plugin: "auth-provider-gcp", image: "europe-docker.pkg.dev/my-project/team/app:v1",
-		audience: "my-project.svc.id.goog", namespace: "gcp",
-		annotations: map[string]string{"iam.gke.io/enable-wi-image-pull": "true", "iam.gke.io/gcp-service-account": "x"},
-		passed:      map[string]string{"iam.gke.io/enable-wi-image-pull": "true"},
-		check: wantCredential("europe-docker.pkg.dev", "_token",
-			"federated-token-for-identitynamespace:my-project.svc.id.goog:https://container.googleapis.com/v1/projects/my-project/locations/us-central1/clusters/my-cluster"),
-	}, {
-		name: "acr", plugin: "acr-credential-provider", image: "team.azurecr.io/app:v1",
-		audience: "api://AzureADTokenExchange", namespace: "acr",
-		annotations: map[string]string{"kubernetes.azure.com/acr-client-id": "22222222-2222-2222-2222-222222222222"},
-		passed:      map[string]string{"kubernetes.azure.com/acr-client-id": "22222222-2222-2222-2222-222222222222"},
-		check: wantCredential("team.azurecr.io", "00000000-0000-0000-0000-000000000000",
-			"acr-refresh-token-as-identity-binding:22222222-2222-2222-2222-222222222222@11111111-1111-1111-1111-111111111111 via https://identity-bindings.example.internal"),
-	}, {
+	presets := append(cloudPresets(), presetCase{
 		name: "crio", plugin: "crio-credential-provider", image: "docker.io/library/nginx:latest",
 		audience: "https://kubernetes.default.svc", namespace: "team",
 		env: func(*testing.T) []kubeletv1.ExecEnvVar {
@@ -101,7 +81,7 @@ func TestImageCredentialPresets(t *testing.T) {
 				t.Errorf("CRI-O auth file %s: %s, %v", file, b, err)
 			}
 		},
-	}}
+	})
 
 	for _, p := range presets {
 		t.Run(p.name, func(t *testing.T) {
@@ -194,6 +174,37 @@ func TestImageCredentialPresets(t *testing.T) {
 		})
 		presets[0].check(t, creds)
 	})
+}
+
+// cloudPresets are the presets of the clouds' plugins, which answer with credentials
+// (crio-credential-provider, for CRI-O, writes them to a file instead).
+func cloudPresets() []presetCase {
+	presets := []presetCase{{
+		name: "ecr", plugin: "ecr-credential-provider", image: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app:v1",
+		audience: "sts.amazonaws.com", namespace: "ecr",
+		annotations: map[string]string{"eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/puller", "other": "x"},
+		passed:      map[string]string{"eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/puller"},
+		key:         "123456789012.dkr.ecr.eu-west-1.amazonaws.com", user: "AWS",
+		password: "ecr-token-as-web-identity:arn:aws:iam::123456789012:role/puller",
+	}, {
+		name: "gcp", plugin: "auth-provider-gcp", image: "europe-docker.pkg.dev/my-project/team/app:v1",
+		audience: "my-project.svc.id.goog", namespace: "gcp",
+		annotations: map[string]string{"iam.gke.io/enable-wi-image-pull": "true", "iam.gke.io/gcp-service-account": "x"},
+		passed:      map[string]string{"iam.gke.io/enable-wi-image-pull": "true"},
+		key:         "europe-docker.pkg.dev", user: "_token",
+		password: "federated-token-for-identitynamespace:my-project.svc.id.goog:https://container.googleapis.com/v1/projects/my-project/locations/us-central1/clusters/my-cluster",
+	}, {
+		name: "acr", plugin: "acr-credential-provider", image: "team.azurecr.io/app:v1",
+		audience: "api://AzureADTokenExchange", namespace: "acr",
+		annotations: map[string]string{"kubernetes.azure.com/acr-client-id": "22222222-2222-2222-2222-222222222222"},
+		passed:      map[string]string{"kubernetes.azure.com/acr-client-id": "22222222-2222-2222-2222-222222222222"},
+		key:         "team.azurecr.io", user: "00000000-0000-0000-0000-000000000000",
+		password: "acr-refresh-token-as-identity-binding:22222222-2222-2222-2222-222222222222@11111111-1111-1111-1111-111111111111 via https://identity-bindings.example.internal",
+	}}
+	for i, p := range presets {
+		presets[i].check = wantCredential(p.key, p.user, p.password)
+	}
+	return presets
 }
 
 // loadPreset reads the documented config, checks it is valid and names the case's plugin

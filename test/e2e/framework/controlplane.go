@@ -43,6 +43,7 @@ type ControlPlane struct {
 	processes          []*Process
 	sidecars           *Sidecars
 	controllerManagers []*ControllerManager
+	nodes              []*Node
 	tokenFile          string
 	ownsDir            bool
 	logf               func(string, ...any)
@@ -114,8 +115,11 @@ func (cp *ControlPlane) start(ctx context.Context, servers []ServerOptions) erro
 // shutdown), and removes the directory if Start created it. It is safe to call twice.
 func (cp *ControlPlane) Stop() {
 	cp.mu.Lock()
-	processes := cp.processes
+	processes, nodes := cp.processes, cp.nodes
 	cp.mu.Unlock()
+	for _, n := range nodes {
+		n.Stop()
+	}
 	for _, p := range processes {
 		p.Stop(10 * time.Second)
 	}

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 )
@@ -56,4 +57,27 @@ func ToolForTest(t testing.TB, name string) string {
 		t.Skipf("skipping end-to-end test: %v", err)
 	}
 	return path
+}
+
+// StartNodeForTest starts a node (ControlPlane.StartNode) for t, printing its logs if the
+// test failed; ControlPlane.Stop stops it. Where a node cannot run (not root, or the
+// binaries missing) it skips the test and says why, unless KPLUG_E2E_REQUIRED is set.
+func StartNodeForTest(t testing.TB, cp *ControlPlane, o NodeOptions) *Node {
+	t.Helper()
+	if o.Logf == nil {
+		o.Logf = t.Logf
+	}
+	n, err := cp.StartNode(context.Background(), o)
+	if err != nil {
+		if errors.Is(err, errNodeUnavailable) && os.Getenv(RequireEnv) == "" {
+			t.Skipf("skipping end-to-end test: %v", err)
+		}
+		t.Fatalf("starting a node: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(n.Logs(60))
+		}
+	})
+	return n
 }
