@@ -234,12 +234,12 @@ func mustOpen(t *testing.T, uri string) keys.Source {
 func TestOpenKeySchemes(t *testing.T) {
 	for uri, want := range map[string]string{
 		"":                                       "no key given",
-		"kms:alias/foo":                          `key URI "kms:alias/foo": unsupported scheme "kms": want a file path, file:PATH or a pkcs11 URI`,
+		"kms:alias/foo":                          `key URI "kms:alias/foo": unsupported scheme "kms": want a file path, file:PATH, a pkcs11: or a tpm: URI`,
 		"pkcs11:object=a":                        `pkcs11: "pkcs11:object=a" names no token: add token=LABEL or serial=`,
 		"pkcs11:token=t;pin=1":                   `pkcs11: unknown attribute "pin"`,
 		"pkcs11:token=t?pin-value=1234;object=o": "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN",
 		"PKCS11:token=t;object=o?pin-value=1234": "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN",
-		"vault:transit/k?token=s3cret":           `key URI "vault:transit/k": unsupported scheme "vault": want a file path, file:PATH or a pkcs11 URI`,
+		"vault:transit/k?token=s3cret":           `key URI "vault:transit/k": unsupported scheme "vault": want a file path, file:PATH, a pkcs11: or a tpm: URI`,
 	} {
 		_, err := keys.Open(uri, keys.Options{})
 		if err == nil || err.Error() != want {

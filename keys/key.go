@@ -29,8 +29,8 @@ type Source interface {
 
 // Options are what a key URI may leave out.
 type Options struct {
-	// PIN logs in to a PKCS#11 token whose URI has no pin-source. The CLI reads it from
-	// $KPLUG_PKCS11_PIN; it is never logged.
+	// PIN logs in to a PKCS#11 token, or is the auth value of a TPM key, whose URI has no
+	// pin-source. The CLI reads it from $KPLUG_PKCS11_PIN; it is never logged.
 	PIN string
 	// PKCS11Module is the PKCS#11 module for URIs without module-path; the CLI reads it
 	// from $KPLUG_PKCS11_MODULE.
@@ -40,7 +40,11 @@ type Options struct {
 // Open opens the private key a URI names:
 //
 //   - a file path, or file:PATH: a PEM private key (PKCS#8, PKCS#1 or SEC 1), read again
-//     whenever the certificate changes;
+//     whenever the certificate changes; or a TPM 2.0 key file ("TSS2 PRIVATE KEY", as
+//     tpm2-openssl and tpm2_encodeobject write it), loaded into DefaultTPMDevice;
+//   - tpm:file=PATH or tpm:handle=0x81000001 (see TPMURI; also the query attributes
+//     device= and pin-source=file:PATH): a key held by a TPM 2.0, which signs in the TPM
+//     and never leaves it. Needs no cgo;
 //   - pkcs11:token=T;object=O (RFC 7512; also id=, serial=, and the query attributes
 //     module-path= and pin-source=file:PATH): a key on a PKCS#11 token, which signs on the
 //     token and never leaves it. Needs a build with cgo.
@@ -54,6 +58,12 @@ func Open(uri string, o Options) (Source, error) {
 			return nil, err
 		}
 		return openPKCS11(u, o)
+	case hasScheme(uri, "tpm"):
+		u, err := ParseTPMURI("tpm:" + uri[len("tpm:"):])
+		if err != nil {
+			return nil, err
+		}
+		return openTPM(u, o)
 	case hasScheme(uri, "file"):
 		u, err := url.Parse(uri)
 		if err != nil {
@@ -63,15 +73,25 @@ func Open(uri string, o Options) (Source, error) {
 		if path == "" {
 			path = u.Opaque
 		}
-		return fileKey(path), nil
+		return openFile(path, o)
 	}
 	// Anything else with a scheme is a key store kplug does not know; "C:\k.pem" and
 	// "./a:b.pem" are paths.
 	if scheme, _, ok := strings.Cut(uri, ":"); ok && len(scheme) > 1 && !strings.ContainsAny(scheme, `/\.`) {
 		shown, _, _ := strings.Cut(uri, "?") // a query may hold a secret
-		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH or a pkcs11 URI", shown, scheme)
+		return nil, fmt.Errorf("key URI %q: unsupported scheme %q: want a file path, file:PATH, a pkcs11: or a tpm: URI", shown, scheme)
 	}
-	return fileKey(uri), nil
+	return openFile(uri, o)
+}
+
+// openFile opens a key file: a TPM 2.0 key file goes to the TPM, anything else is a PEM
+// private key. A file that cannot be read is a fileKey, which says why when asked for the
+// key.
+func openFile(path string, o Options) (Source, error) {
+	if b, err := os.ReadFile(path); err == nil && isTSS2KeyFile(b) {
+		return openTPM(&TPMURI{File: path}, o)
+	}
+	return fileKey(path), nil
 }
 
 // hasScheme reports whether uri starts with scheme and a colon; schemes are case-insensitive.

@@ -2,7 +2,6 @@ package keys
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 )
 
@@ -28,30 +27,7 @@ func ParsePKCS11URI(s string) (*PKCS11URI, error) {
 	s = "pkcs11:" + path // messages quote the URI without its query, where a pin-value may be
 	u := &PKCS11URI{}
 	seen := map[string]bool{}
-	attr := func(part, sep string, set func(name, value string) error) error {
-		if part == "" {
-			return nil
-		}
-		for _, kv := range strings.Split(part, sep) {
-			name, raw, ok := strings.Cut(kv, "=")
-			if !ok || name == "" {
-				return fmt.Errorf("pkcs11: attribute %q in %q: want NAME=VALUE", kv, s)
-			}
-			if seen[name] {
-				return fmt.Errorf("pkcs11: attribute %q appears twice", name)
-			}
-			seen[name] = true
-			value, err := url.PathUnescape(raw)
-			if err != nil {
-				return fmt.Errorf("pkcs11: attribute %s: %w", name, err)
-			}
-			if err := set(name, value); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	err := attr(path, ";", func(name, value string) error {
+	err := uriAttrs("pkcs11", s, path, ";", seen, func(name, value string) error {
 		switch name {
 		case "token":
 			u.Token = value
@@ -75,7 +51,7 @@ func ParsePKCS11URI(s string) (*PKCS11URI, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = attr(query, "&", func(name, value string) error {
+	err = uriAttrs("pkcs11", s, query, "&", seen, func(name, value string) error {
 		switch name {
 		case "module-path":
 			u.ModulePath = value

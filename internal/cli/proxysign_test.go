@@ -32,7 +32,7 @@ func TestProxyPluginSigningFlags(t *testing.T) {
 		{"--sign rfc9421 --sign-key k --sign-key-id i --sign-audience a --sign-header X-Token=@/nonexistent/t", "Error: --sign-header X-Token=@/nonexistent/t: open /nonexistent/t: no such file or directory\n"},
 		{"--sign rfc9421 --sign-key /nonexistent/k --sign-key-id i --sign-audience a", "Error: --sign-key: reading key: open /nonexistent/k: no such file or directory\n"},
 		{"--sign rfc9421 --sign-key /nonexistent/k --sign-cert /nonexistent/c --sign-audience a", "Error: --sign-cert: open /nonexistent/c: no such file or directory\n"},
-		{"--client-cert /nonexistent/c --client-key kms:alias/k", "Error: --client-key: key URI \"kms:alias/k\": unsupported scheme \"kms\": want a file path, file:PATH or a pkcs11 URI\n"},
+		{"--client-cert /nonexistent/c --client-key kms:alias/k", "Error: --client-key: key URI \"kms:alias/k\": unsupported scheme \"kms\": want a file path, file:PATH, a pkcs11: or a tpm: URI\n"},
 		{"--client-cert /nonexistent/c", "Error: --client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)\n" + help},
 		{"--client-key /nonexistent/k", "Error: --client-cert and --client-key go together (--client-cert may be left out when the key and its certificate are on a PKCS#11 token)\n" + help},
 	} {

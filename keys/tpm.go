@@ -1,0 +1,333 @@
+package keys
+
+import (
+	"crypto"
+	"crypto/rsa"
+	"encoding/asn1"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+)
+
+// tpmKey is a signing key held by a TPM 2.0: loaded once when opened, it signs in the TPM
+// for as long as the Source is open, and the private part never leaves it (the TPM only
+// ever hands out the private part encrypted to the parent key that lives in the same TPM).
+// It is both the Source and the crypto.Signer it returns.
+type tpmKey struct {
+	name   string // what messages call the key, e.g. "TPM key file /k.tss2 on /dev/tpmrm0"
+	auth   []byte
+	pub    crypto.PublicKey
+	public tpm2.TPMTPublic
+
+	mu     sync.Mutex // the transport carries one command at a time
+	tpm    transport.TPMCloser
+	handle tpm2.TPMHandle
+	oname  tpm2.TPM2BName // the key's TPM name, which an authorization session binds to
+	flush  bool           // handle is transient, loaded by us: flush it on Close
+}
+
+// openTPM opens the key u names on its TPM and checks, by signing once, that the TPM holds
+// it and accepts its auth value, so that a wrong PIN is a start-up error.
+func openTPM(u *TPMURI, o Options) (Source, error) {
+	auth := o.PIN
+	if u.PINSource != "" {
+		b, err := os.ReadFile(u.PINSource)
+		if err != nil {
+			return nil, fmt.Errorf("tpm: reading the auth value of %s from pin-source: %w", u.keyName(), err)
+		}
+		auth = strings.TrimRight(string(b), "\r\n")
+	}
+	var file *tss2Key
+	if u.File != "" {
+		b, err := os.ReadFile(u.File)
+		if err != nil {
+			return nil, fmt.Errorf("tpm: reading key: %w", err)
+		}
+		if file, err = parseTSS2KeyFile(b); err != nil {
+			return nil, fmt.Errorf("tpm: key file %s: %w", u.File, err)
+		}
+		if !file.EmptyAuth && auth == "" {
+			return nil, fmt.Errorf("tpm: %s needs an auth value: add pin-source=file:PATH to a tpm: URI or set KPLUG_PKCS11_PIN", u.keyName())
+		}
+	}
+	t, where, err := openTPMDevice(u.Device)
+	if err != nil {
+		return nil, err
+	}
+	k := &tpmKey{name: u.keyName() + " on " + where, auth: []byte(auth), tpm: t}
+	if file != nil {
+		err = k.load(file)
+	} else {
+		err = k.usePersistent(tpm2.TPMHandle(u.Handle))
+	}
+	if err == nil {
+		err = k.check()
+	}
+	if err != nil {
+		_ = k.Close()
+		return nil, err
+	}
+	return k, nil
+}
+
+// srkTemplate is the parent a key file with parent 0x40000001 was created under: the ECC
+// P-256 storage key of the TCG provisioning guidance with an empty unique field, which is
+// the primary tpm2-openssl, tpm2-tss-engine and openssl_tpm2_engine create. The TPM derives
+// a primary from its seed and this template, so the same template gives the same key on
+// the same TPM, and nothing need be stored.
+func srkTemplate() tpm2.TPMTPublic {
+	return tpm2.TPMTPublic{
+		Type:    tpm2.TPMAlgECC,
+		NameAlg: tpm2.TPMAlgSHA256,
+		ObjectAttributes: tpm2.TPMAObject{
+			FixedTPM:            true,
+			FixedParent:         true,
+			SensitiveDataOrigin: true,
+			UserWithAuth:        true,
+			NoDA:                true,
+			Restricted:          true,
+			Decrypt:             true,
+		},
+		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+			Symmetric: tpm2.TPMTSymDefObject{
+				Algorithm: tpm2.TPMAlgAES,
+				KeyBits:   tpm2.NewTPMUSymKeyBits(tpm2.TPMAlgAES, tpm2.TPMKeyBits(128)),
+				Mode:      tpm2.NewTPMUSymMode(tpm2.TPMAlgAES, tpm2.TPMAlgCFB),
+			},
+			Scheme:  tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgNull},
+			CurveID: tpm2.TPMECCNistP256,
+			KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+		}),
+		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{}),
+	}
+}
+
+// load loads a key file's key under its parent. A primary parent is flushed as soon as the
+// key is loaded: a loaded key no longer needs it.
+func (k *tpmKey) load(f *tss2Key) error {
+	pub, err := tpm2.Unmarshal[tpm2.TPM2BPublic](f.PubKey)
+	if err != nil {
+		return fmt.Errorf("tpm: %s: malformed public part: %w", k.name, err)
+	}
+	priv, err := tpm2.Unmarshal[tpm2.TPM2BPrivate](f.PrivKey)
+	if err != nil {
+		return fmt.Errorf("tpm: %s: malformed private part: %w", k.name, err)
+	}
+	var parent tpm2.AuthHandle
+	if f.Parent == tpmOwnerHierarchy {
+		srk, err := tpm2.CreatePrimary{
+			PrimaryHandle: tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
+			InPublic:      tpm2.New2B(srkTemplate()),
+		}.Execute(k.tpm)
+		if err != nil {
+			return k.tpmError("creating its parent, the storage root key, in the owner hierarchy", err)
+		}
+		defer k.flushHandle(srk.ObjectHandle)
+		parent = tpm2.AuthHandle{Handle: srk.ObjectHandle, Name: srk.Name, Auth: tpm2.PasswordAuth(nil)}
+	} else {
+		h := tpm2.TPMHandle(uint32(f.Parent)) // #nosec G115 -- checked to be a persistent handle
+		rp, err := tpm2.ReadPublic{ObjectHandle: h}.Execute(k.tpm)
+		if err != nil {
+			return k.tpmError(fmt.Sprintf("reading its parent 0x%08x", uint32(h)), err)
+		}
+		parent = tpm2.AuthHandle{Handle: h, Name: rp.Name, Auth: tpm2.PasswordAuth(nil)}
+	}
+	l, err := tpm2.Load{ParentHandle: parent, InPrivate: *priv, InPublic: *pub}.Execute(k.tpm)
+	if err != nil {
+		return k.tpmError("loading it (was it created on this TPM, under this parent?)", err)
+	}
+	k.handle, k.oname, k.flush = l.ObjectHandle, l.Name, true
+	return k.readPublic()
+}
+
+// usePersistent uses a key made persistent with TPM2_EvictControl.
+func (k *tpmKey) usePersistent(h tpm2.TPMHandle) error {
+	k.handle = h
+	return k.readPublic()
+}
+
+// readPublic reads the key's public area from the TPM, where it cannot be swapped, and
+// refuses keys that cannot sign a digest kplug gives them.
+func (k *tpmKey) readPublic() error {
+	rp, err := tpm2.ReadPublic{ObjectHandle: k.handle}.Execute(k.tpm)
+	if err != nil {
+		return k.tpmError("reading its public key", err)
+	}
+	public, err := rp.OutPublic.Contents()
+	if err != nil {
+		return fmt.Errorf("tpm: %s: malformed public area: %w", k.name, err)
+	}
+	a := public.ObjectAttributes
+	switch {
+	case !a.SignEncrypt:
+		return fmt.Errorf("tpm: %s is not a signing key (its sign attribute is clear)", k.name)
+	case a.Restricted:
+		return fmt.Errorf("tpm: %s is a restricted key, which signs only digests the TPM made itself; create an unrestricted signing key", k.name)
+	case !a.UserWithAuth:
+		return fmt.Errorf("tpm: %s needs a policy session, which kplug does not support; create the key with userwithauth", k.name)
+	}
+	pub, err := tpm2.Pub(*public)
+	if err != nil {
+		return fmt.Errorf("tpm: %s: %w", k.name, err)
+	}
+	if err := checkTLSKeyType(pub); err != nil {
+		return fmt.Errorf("tpm: %s: %w", k.name, err)
+	}
+	k.oname, k.public, k.pub = rp.Name, *public, pub
+	return nil
+}
+
+// check signs once, so that a key the TPM will not use for us fails when it is opened.
+func (k *tpmKey) check() error {
+	var opts crypto.SignerOpts = crypto.SHA256
+	if _, ok := k.pub.(*rsa.PublicKey); ok && k.keyScheme() == tpm2.TPMAlgRSAPSS {
+		opts = &rsa.PSSOptions{Hash: crypto.SHA256}
+	}
+	_, err := k.Sign(nil, make([]byte, crypto.SHA256.Size()), opts)
+	return err
+}
+
+// keyScheme is the signature scheme fixed in the key, or TPMAlgNull if it leaves the
+// choice to each signature.
+func (k *tpmKey) keyScheme() tpm2.TPMAlgID {
+	switch k.public.Type {
+	case tpm2.TPMAlgECC:
+		if p, err := k.public.Parameters.ECCDetail(); err == nil {
+			return p.Scheme.Scheme
+		}
+	case tpm2.TPMAlgRSA:
+		if p, err := k.public.Parameters.RSADetail(); err == nil {
+			return p.Scheme.Scheme
+		}
+	}
+	return tpm2.TPMAlgNull
+}
+
+// Public returns the public key the TPM reported for the key when it was opened.
+func (k *tpmKey) Public() crypto.PublicKey { return k.pub }
+
+// Sign signs digest in the TPM: ECDSA keys return an ASN.1 DER signature, RSA keys a PKCS
+// #1 v1.5 signature or, when opts is an *rsa.PSSOptions, a PSS one with a salt as long as
+// the hash (the only length a TPM makes that crypto/tls accepts). rand is unused: the TPM
+// draws its own randomness. Safe for concurrent use; signatures are made one at a time.
+func (k *tpmKey) Sign(_ io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	h := opts.HashFunc()
+	hashAlg, ok := tpmHashAlgs[h]
+	if !ok {
+		return nil, fmt.Errorf("tpm: %s: cannot sign with hash %v: want SHA-1, SHA-256, SHA-384 or SHA-512", k.name, h)
+	}
+	if len(digest) != h.Size() {
+		return nil, fmt.Errorf("tpm: %s: digest is %d bytes, want %d for %v", k.name, len(digest), h.Size(), h)
+	}
+	scheme := tpm2.TPMAlgECDSA
+	if k.public.Type == tpm2.TPMAlgRSA {
+		scheme = tpm2.TPMAlgRSASSA
+		if pss, ok := opts.(*rsa.PSSOptions); ok {
+			if pss.SaltLength != rsa.PSSSaltLengthAuto && pss.SaltLength != rsa.PSSSaltLengthEqualsHash && pss.SaltLength != h.Size() {
+				return nil, fmt.Errorf("tpm: %s: PSS salt length %d: a TPM salts with the hash's length", k.name, pss.SaltLength)
+			}
+			scheme = tpm2.TPMAlgRSAPSS
+		}
+	}
+	if fixed := k.keyScheme(); fixed != tpm2.TPMAlgNull && fixed != scheme {
+		return nil, fmt.Errorf("tpm: %s signs only with scheme %v, not %v", k.name, fixed, scheme)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.tpm == nil {
+		return nil, fmt.Errorf("tpm: %s is closed", k.name)
+	}
+	rsp, err := tpm2.Sign{
+		KeyHandle: tpm2.AuthHandle{Handle: k.handle, Name: k.oname, Auth: tpm2.PasswordAuth(k.auth)},
+		Digest:    tpm2.TPM2BDigest{Buffer: digest},
+		InScheme: tpm2.TPMTSigScheme{
+			Scheme:  scheme,
+			Details: tpm2.NewTPMUSigScheme(scheme, &tpm2.TPMSSchemeHash{HashAlg: hashAlg}),
+		},
+		Validation: tpm2.TPMTTKHashCheck{Tag: tpm2.TPMSTHashCheck, Hierarchy: tpm2.TPMRHNull},
+	}.Execute(k.tpm)
+	if err != nil {
+		return nil, k.tpmError("signing", err)
+	}
+	switch scheme {
+	case tpm2.TPMAlgECDSA:
+		sig, err := rsp.Signature.Signature.ECDSA()
+		if err != nil {
+			return nil, fmt.Errorf("tpm: %s: %w", k.name, err)
+		}
+		return asn1.Marshal(struct{ R, S *big.Int }{
+			new(big.Int).SetBytes(sig.SignatureR.Buffer),
+			new(big.Int).SetBytes(sig.SignatureS.Buffer),
+		})
+	case tpm2.TPMAlgRSAPSS:
+		sig, err := rsp.Signature.Signature.RSAPSS()
+		if err != nil {
+			return nil, fmt.Errorf("tpm: %s: %w", k.name, err)
+		}
+		return sig.Sig.Buffer, nil
+	default:
+		sig, err := rsp.Signature.Signature.RSASSA()
+		if err != nil {
+			return nil, fmt.Errorf("tpm: %s: %w", k.name, err)
+		}
+		return sig.Sig.Buffer, nil
+	}
+}
+
+var tpmHashAlgs = map[crypto.Hash]tpm2.TPMAlgID{
+	crypto.SHA1:   tpm2.TPMAlgSHA1,
+	crypto.SHA256: tpm2.TPMAlgSHA256,
+	crypto.SHA384: tpm2.TPMAlgSHA384,
+	crypto.SHA512: tpm2.TPMAlgSHA512,
+}
+
+// tpmError says what failed on the key in words a user can act on, for the TPM errors a
+// user can cause: a wrong auth value, a lockout after too many, a handle with no key.
+func (k *tpmKey) tpmError(doing string, err error) error {
+	switch {
+	case errors.Is(err, tpm2.TPMRCAuthFail), errors.Is(err, tpm2.TPMRCBadAuth):
+		return fmt.Errorf("tpm: %s refused the auth value (wrong PIN): give the key's auth value with pin-source=file:PATH or $KPLUG_PKCS11_PIN: %w", k.name, err)
+	case errors.Is(err, tpm2.TPMRCLockout):
+		return fmt.Errorf("tpm: %s: the TPM is locked out after too many wrong auth values; wait for it to recover or have its owner run tpm2_dictionarylockout --clear-lockout: %w", k.name, err)
+	case errors.Is(err, tpm2.TPMRCHandle), errors.Is(err, tpm2.TPMRCValue) && strings.Contains(doing, "reading"):
+		return fmt.Errorf("tpm: %s: no key at that handle (tpm2_getcap handles-persistent lists them): %w", k.name, err)
+	}
+	return fmt.Errorf("tpm: %s: %s: %w", k.name, doing, err)
+}
+
+func (k *tpmKey) flushHandle(h tpm2.TPMHandle) {
+	_, _ = tpm2.FlushContext{FlushHandle: h}.Execute(k.tpm)
+}
+
+// Key returns the key if pub is its public key.
+func (k *tpmKey) Key(pub crypto.PublicKey) (crypto.Signer, error) {
+	if !publicKeysEqual(k.pub, pub) {
+		return nil, fmt.Errorf("tpm: %s does not match the certificate (the certificate is for a different %s key)", k.name, keyTypeName(pub))
+	}
+	return k, nil
+}
+
+func (k *tpmKey) soleKey() (crypto.Signer, error) { return k, nil }
+
+// Close unloads a key loaded from a file and closes the TPM; the signer stops working. A
+// persistent key stays in the TPM.
+func (k *tpmKey) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.tpm == nil {
+		return nil
+	}
+	if k.flush {
+		k.flushHandle(k.handle)
+	}
+	err := k.tpm.Close()
+	k.tpm = nil
+	return err
+}
