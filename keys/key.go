@@ -35,6 +35,9 @@ type Options struct {
 	// PKCS11Module is the PKCS#11 module for URIs without module-path; the CLI reads it
 	// from $KPLUG_PKCS11_MODULE.
 	PKCS11Module string
+	// TPMDevice is the TPM for TPM key files and tpm: URIs without device=: a device such
+	// as /dev/tpm0, or the server socket of a swtpm. Empty means DefaultTPMDevice.
+	TPMDevice string
 }
 
 // Open opens the private key a URI names:

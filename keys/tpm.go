@@ -34,7 +34,9 @@ type tpmKey struct {
 }
 
 // openTPM opens the key u names on its TPM and checks, by signing once, that the TPM holds
-// it and accepts its auth value, so that a wrong PIN is a start-up error.
+// it and accepts its auth value, so that a wrong PIN is a start-up error. Without a PIN the
+// key is tried with the empty auth value whatever a key file's emptyAuth says, since
+// tpm2-tools 5.4 writes that flag inverted; the TPM's refusal then says a PIN is needed.
 func openTPM(u *TPMURI, o Options) (Source, error) {
 	auth := o.PIN
 	if u.PINSource != "" {
@@ -53,11 +55,12 @@ func openTPM(u *TPMURI, o Options) (Source, error) {
 		if file, err = parseTSS2KeyFile(b); err != nil {
 			return nil, fmt.Errorf("tpm: key file %s: %w", u.File, err)
 		}
-		if !file.EmptyAuth && auth == "" {
-			return nil, fmt.Errorf("tpm: %s needs an auth value: add pin-source=file:PATH to a tpm: URI or set KPLUG_PKCS11_PIN", u.keyName())
-		}
 	}
-	t, where, err := openTPMDevice(u.Device)
+	device := u.Device
+	if device == "" {
+		device = o.TPMDevice
+	}
+	t, where, err := openTPMDevice(device)
 	if err != nil {
 		return nil, err
 	}
@@ -292,6 +295,8 @@ var tpmHashAlgs = map[crypto.Hash]tpm2.TPMAlgID{
 // user can cause: a wrong auth value, a lockout after too many, a handle with no key.
 func (k *tpmKey) tpmError(doing string, err error) error {
 	switch {
+	case (errors.Is(err, tpm2.TPMRCAuthFail) || errors.Is(err, tpm2.TPMRCBadAuth)) && len(k.auth) == 0:
+		return fmt.Errorf("tpm: %s needs an auth value: add pin-source=file:PATH to a tpm: URI or set KPLUG_PKCS11_PIN: %w", k.name, err)
 	case errors.Is(err, tpm2.TPMRCAuthFail), errors.Is(err, tpm2.TPMRCBadAuth):
 		return fmt.Errorf("tpm: %s refused the auth value (wrong PIN): give the key's auth value with pin-source=file:PATH or $KPLUG_PKCS11_PIN: %w", k.name, err)
 	case errors.Is(err, tpm2.TPMRCLockout):

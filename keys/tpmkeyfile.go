@@ -41,10 +41,12 @@ const (
 //	}
 //
 // Fields [3] to [5] come from later revisions; they are parsed so that such a file is
-// refused for what it asks (a policy) rather than as malformed.
+// refused for what it asks (a policy) rather than as malformed. emptyAuth is read as BER,
+// not DER: tpm2_encodeobject (tpm2-tools 5.4) writes TRUE as 0x01, which encoding/asn1
+// refuses as a bool.
 type tss2Key struct {
 	Type        asn1.ObjectIdentifier
-	EmptyAuth   bool          `asn1:"optional,explicit,tag:0"`
+	EmptyAuth   asn1.RawValue `asn1:"optional,explicit,tag:0"`
 	Policy      asn1.RawValue `asn1:"optional,explicit,tag:1"`
 	Secret      asn1.RawValue `asn1:"optional,explicit,tag:2"`
 	AuthPolicy  asn1.RawValue `asn1:"optional,explicit,tag:3"`
@@ -80,6 +82,14 @@ func parseTSS2KeyFile(b []byte) (*tss2Key, error) {
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("malformed TPM key: %d bytes after it", len(rest))
 	}
+	if len(k.EmptyAuth.FullBytes) != 0 {
+		// encoding/asn1 hands a RawValue over with its explicit tag; the boolean is inside.
+		var b asn1.RawValue
+		if rest, err := asn1.Unmarshal(k.EmptyAuth.Bytes, &b); err != nil || len(rest) != 0 || b.Class != asn1.ClassUniversal || b.Tag != asn1.TagBoolean || len(b.Bytes) != 1 {
+			return nil, errors.New("malformed TPM key: emptyAuth is not a boolean")
+		}
+		k.EmptyAuth = b
+	}
 	switch {
 	case k.Type.Equal(oidLoadableKey):
 	case k.Type.Equal(oidImportableKey):
@@ -102,4 +112,11 @@ func parseTSS2KeyFile(b []byte) (*tss2Key, error) {
 		return nil, errors.New("malformed TPM key: no public or private part")
 	}
 	return &k, nil
+}
+
+// emptyAuth reports whether the file says the key has no auth value. It is a hint, used
+// only to explain a refusal: tpm2_encodeobject in tpm2-tools 5.4 writes it inverted, FALSE
+// for a key without an auth value and TRUE for one with.
+func (k *tss2Key) emptyAuth() bool {
+	return len(k.EmptyAuth.Bytes) == 1 && k.EmptyAuth.Bytes[0] != 0
 }

@@ -1,0 +1,311 @@
+//go:build linux
+
+package keys_test
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/asn1"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport/linuxudstpm"
+
+	"github.com/kplug/kplug/internal/testkit/swtpm"
+	"github.com/kplug/kplug/keys"
+)
+
+// srkAttrs are the attributes of the standard storage root key, which tpm2-openssl and
+// tpm2-tss-engine create as a key file's parent 0x40000001.
+const srkAttrs = "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|decrypt"
+
+// toolsKeyFile creates a key of algorithm alg (a tpm2_create -G value) under the standard
+// SRK with tpm2-tools, as a user following the tpm2-openssl docs would, and writes it as a
+// TSS2 key file with tpm2_encodeobject. A non-empty auth becomes its auth value.
+func toolsKeyFile(t *testing.T, tpm *swtpm.TPM, name, alg, auth string) string {
+	t.Helper()
+	mustTool(t, tpm, "createprimary", "-C", "o", "-G", "ecc", "-a", srkAttrs, "-c", "srk.ctx")
+	create := []string{"-C", "srk.ctx", "-G", alg, "-u", name + ".pub", "-r", name + ".priv"}
+	encode := []string{"-C", "srk.ctx", "-u", name + ".pub", "-r", name + ".priv", "-o", name + ".tss2"}
+	if auth != "" {
+		create = append(create, "-p", auth)
+		encode = append(encode, "-p")
+	}
+	mustTool(t, tpm, "create", create...)
+	mustTool(t, tpm, "encodeobject", encode...)
+	return filepath.Join(tpm.Dir, name+".tss2")
+}
+
+func mustTool(t *testing.T, tpm *swtpm.TPM, name string, args ...string) []byte {
+	t.Helper()
+	out, err := tpm.Tool(name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// signAndVerify signs with s as crypto/tls and httpsig do and verifies the signature with
+// the standard library against s.Public().
+func signAndVerify(t *testing.T, s crypto.Signer, opts crypto.SignerOpts) {
+	t.Helper()
+	digest := sha256.Sum256([]byte("GET /api/v1/namespaces"))
+	sig, err := s.Sign(nil, digest[:], opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch pub := s.Public().(type) {
+	case *ecdsa.PublicKey:
+		if !ecdsa.VerifyASN1(pub, digest[:], sig) {
+			t.Errorf("ECDSA %s signature does not verify", pub.Curve.Params().Name)
+		}
+	case *rsa.PublicKey:
+		if pss, ok := opts.(*rsa.PSSOptions); ok {
+			err = rsa.VerifyPSS(pub, crypto.SHA256, digest[:], sig, pss)
+		} else {
+			err = rsa.VerifyPKCS1v15(pub, crypto.SHA256, digest[:], sig)
+		}
+		if err != nil {
+			t.Errorf("RSA signature does not verify: %v", err)
+		}
+	default:
+		t.Fatalf("Public() = %T", pub)
+	}
+}
+
+func TestTPMKeyFiles(t *testing.T) {
+	tpm := swtpm.NewTestTPM(t)
+	pss := &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthEqualsHash, Hash: crypto.SHA256}
+	for _, tc := range []struct {
+		name, alg, auth string
+		opts            crypto.SignerOpts
+	}{
+		{"p256", "ecc256", "", crypto.SHA256},
+		{"p256-ecdsa-scheme", "ecc256:ecdsa-sha256", "", crypto.SHA256},
+		{"p384-auth", "ecc384", "s3cret", crypto.SHA256},
+		{"rsa-pkcs1", "rsa2048", "", crypto.SHA256},
+		{"rsa-pss", "rsa2048", "", pss},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := toolsKeyFile(t, tpm, tc.name, tc.alg, tc.auth)
+			// A key file works wherever a key file does, and as a tpm: URI.
+			for _, ref := range []string{path, "file:" + path, "tpm:file=" + path + "?device=" + tpm.Socket} {
+				s, c, err := keys.OpenSigner(ref, keys.Options{TPMDevice: tpm.Socket, PIN: tc.auth})
+				if err != nil {
+					t.Fatal(err)
+				}
+				signAndVerify(t, s, tc.opts)
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Sign(nil, make([]byte, 32), crypto.SHA256); err == nil || !strings.HasSuffix(err.Error(), " is closed") {
+					t.Errorf("Sign after Close = %v, want an error saying the key is closed", err)
+				}
+			}
+		})
+	}
+	// Nothing is left loaded in the TPM, which has no resource manager to clean up.
+	if out := mustTool(t, tpm, "getcap", "handles-transient"); len(out) != 0 {
+		t.Errorf("transient handles left after Close: %s", out)
+	}
+}
+
+func TestTPMPersistentHandle(t *testing.T) {
+	tpm := swtpm.NewTestTPM(t)
+	mustTool(t, tpm, "createprimary", "-C", "o", "-G", "ecc", "-a", srkAttrs, "-c", "srk.ctx")
+	mustTool(t, tpm, "create", "-C", "srk.ctx", "-G", "ecc256", "-u", "k.pub", "-r", "k.priv", "-p", "1234")
+	mustTool(t, tpm, "load", "-C", "srk.ctx", "-u", "k.pub", "-r", "k.priv", "-c", "k.ctx")
+	mustTool(t, tpm, "evictcontrol", "-C", "o", "-c", "k.ctx", "0x81000010")
+	mustTool(t, tpm, "readpublic", "-c", "0x81000010", "-f", "pem", "-o", "k.pem")
+
+	pinFile := filepath.Join(tpm.Dir, "pin")
+	if err := os.WriteFile(pinFile, []byte("1234\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := keys.Open("tpm:handle=0x81000010?device="+tpm.Socket+"&pin-source=file:"+pinFile, keys.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	b, err := os.ReadFile(filepath.Join(tpm.Dir, "k.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	want, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ks.Key(want)
+	if err != nil {
+		t.Fatalf("Key(the public key tpm2_readpublic gives) = %v", err)
+	}
+	signAndVerify(t, s, crypto.SHA256)
+
+	other, err := ecdsa.GenerateKey(want.(*ecdsa.PublicKey).Curve, nil)
+	if err == nil {
+		_, err = ks.Key(other.Public())
+	}
+	wantErr := "tpm: TPM key 0x81000010 on " + tpm.Socket + " does not match the certificate (the certificate is for a different ECDSA P-256 key)"
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("Key(another key) = %v, want %q", err, wantErr)
+	}
+
+	_, _, err = keys.OpenSigner("tpm:handle=0x81000011?device="+tpm.Socket, keys.Options{})
+	wantPrefix := "tpm: TPM key 0x81000011 on " + tpm.Socket + ": no key at that handle (tpm2_getcap handles-persistent lists them): "
+	if err == nil || !strings.HasPrefix(err.Error(), wantPrefix) {
+		t.Errorf("OpenSigner(an empty handle) = %v, want %q...", err, wantPrefix)
+	}
+}
+
+func TestTPMAuthValue(t *testing.T) {
+	tpm := swtpm.NewTestTPM(t)
+	path := toolsKeyFile(t, tpm, "alice", "ecc256", "1234")
+	name := "TPM key file " + path + " on " + tpm.Socket
+	for _, tc := range []struct {
+		name, pin, want string
+	}{
+		{"wrong", "4321", "tpm: " + name + " refused the auth value (wrong PIN): give the key's auth value with pin-source=file:PATH or $KPLUG_PKCS11_PIN: TPM_RC_AUTH_FAIL"},
+		{"none", "", "tpm: " + name + " needs an auth value: add pin-source=file:PATH to a tpm: URI or set KPLUG_PKCS11_PIN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := keys.OpenSigner(path, keys.Options{TPMDevice: tpm.Socket, PIN: tc.pin})
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("OpenSigner = %v, want %q...", err, tc.want)
+			}
+		})
+	}
+	if out := mustTool(t, tpm, "getcap", "handles-transient"); len(out) != 0 {
+		t.Errorf("transient handles left after a failed open: %s", out)
+	}
+}
+
+func TestTPMDeviceErrors(t *testing.T) {
+	t.Parallel()
+	notDevice := filepath.Join(t.TempDir(), "tpm0")
+	if err := os.WriteFile(notDevice, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ device, want string }{
+		{"/nonexistent/tpmrm0", "tpm: no TPM at /nonexistent/tpmrm0: this machine has no TPM 2.0 or its driver is not loaded (ls /dev/tpm*), or give the TPM with device="},
+		{notDevice, "tpm: " + notDevice + " is not a TPM device (a character device such as /dev/tpmrm0) or a TPM socket"},
+	} {
+		_, _, err := keys.OpenSigner("tpm:handle=0x81000001?device="+tc.device, keys.Options{})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("OpenSigner(device %s) = %v, want %q", tc.device, err, tc.want)
+		}
+	}
+}
+
+// TestTPMExportRefused shows that the TPM refuses to hand out a key made as kplug expects
+// keys to be made (fixedTPM, fixedParent, sensitiveDataOrigin), even to a caller entitled
+// to ask: the key's policy allows TPM2_Duplicate, and the TPM still refuses it. It also
+// opens a key file whose parent is a persistent SRK.
+func TestTPMExportRefused(t *testing.T) {
+	tpm := swtpm.NewTestTPM(t)
+	conn, err := linuxudstpm.Open(tpm.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	srk, err := tpm2.CreatePrimary{
+		PrimaryHandle: tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
+		InPublic:      tpm2.New2B(tpm2.ECCSRKTemplate),
+	}.Execute(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const srkHandle = 0x81000001
+	if _, err := (tpm2.EvictControl{
+		Auth:             tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
+		ObjectHandle:     tpm2.NamedHandle{Handle: srk.ObjectHandle, Name: srk.Name},
+		PersistentHandle: srkHandle,
+	}.Execute(conn)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (tpm2.FlushContext{FlushHandle: srk.ObjectHandle}).Execute(conn); err != nil {
+		t.Fatal(err)
+	}
+	parent := tpm2.AuthHandle{Handle: srkHandle, Name: srk.Name, Auth: tpm2.PasswordAuth(nil)}
+
+	policy, err := tpm2.NewPolicyCalculator(tpm2.TPMAlgSHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (tpm2.PolicyCommandCode{Code: tpm2.TPMCCDuplicate}).Update(policy); err != nil {
+		t.Fatal(err)
+	}
+	key, err := tpm2.Create{
+		ParentHandle: parent,
+		InPublic: tpm2.New2B(tpm2.TPMTPublic{
+			Type:    tpm2.TPMAlgECC,
+			NameAlg: tpm2.TPMAlgSHA256,
+			ObjectAttributes: tpm2.TPMAObject{
+				FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true,
+				UserWithAuth: true, SignEncrypt: true,
+			},
+			AuthPolicy: tpm2.TPM2BDigest{Buffer: policy.Hash().Digest},
+			Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+				CurveID: tpm2.TPMECCNistP256,
+				Scheme:  tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgNull},
+				KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+			}),
+			Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{}),
+		}),
+	}.Execute(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := tpm2.Load{ParentHandle: parent, InPrivate: key.OutPrivate, InPublic: key.OutPublic}.Execute(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tpm2.FlushContext{FlushHandle: loaded.ObjectHandle}.Execute(conn) //nolint:errcheck // cleanup
+
+	sess, closeSess, err := tpm2.PolicySession(conn, tpm2.TPMAlgSHA256, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSess() //nolint:errcheck // cleanup
+	if _, err := (tpm2.PolicyCommandCode{PolicySession: sess.Handle(), Code: tpm2.TPMCCDuplicate}).Execute(conn); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tpm2.Duplicate{
+		ObjectHandle:    tpm2.AuthHandle{Handle: loaded.ObjectHandle, Name: loaded.Name, Auth: sess},
+		NewParentHandle: tpm2.TPMRHNull,
+		Symmetric:       tpm2.TPMTSymDef{Algorithm: tpm2.TPMAlgNull},
+	}.Execute(conn)
+	if !errors.Is(err, tpm2.TPMRCAttributes) {
+		t.Errorf("TPM2_Duplicate of a fixedParent key = %v, want TPM_RC_ATTRIBUTES", err)
+	}
+
+	// The same key, as a key file under the persistent SRK, signs through kplug.
+	der, err := asn1.Marshal(struct {
+		Type      asn1.ObjectIdentifier
+		EmptyAuth bool `asn1:"explicit,tag:0"`
+		Parent    int64
+		Pub, Priv []byte
+	}{asn1.ObjectIdentifier{2, 23, 133, 10, 1, 3}, true, srkHandle, tpm2.Marshal(key.OutPublic), tpm2.Marshal(key.OutPrivate)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(tpm.Dir, "fixed.tss2")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "TSS2 PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, c, err := keys.OpenSigner(path, keys.Options{TPMDevice: tpm.Socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	signAndVerify(t, s, crypto.SHA256)
+}
