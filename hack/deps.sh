@@ -10,6 +10,9 @@ needs=(
 	git:git                  # version stamps
 	unshare:util-linux       # one UTS namespace per kube-apiserver in e2e tests
 	softhsm2-util:softhsm2   # PKCS#11 tokens for the hardware-key tests
+	swtpm:swtpm                           # a software TPM 2.0 for the TPM key tests
+	swtpm_setup:swtpm-tools               # its provisioning tools, as a TPM 2.0 user has them
+	tpm2_createprimary:tpm2-tools         # TPM keys made as users make them (tpm2_encodeobject)
 	dbus-daemon:dbus-daemon               # a private session bus per keyring test
 	gnome-keyring-daemon:gnome-keyring    # a real Secret Service on it (exec-cache --storage keyring)
 	secret-tool:libsecret-tools           # the Secret Service as users inspect it

@@ -91,7 +91,7 @@ func Open(uri string, o Options) (Source, error) {
 // private key. A file that cannot be read is a fileKey, which says why when asked for the
 // key.
 func openFile(path string, o Options) (Source, error) {
-	if b, err := os.ReadFile(path); err == nil && isTSS2KeyFile(b) {
+	if b, err := os.ReadFile(path); err == nil && isTSS2KeyFile(b) { //nolint:gosec // the key file the user named
 		return openTPM(&TPMURI{File: path}, o)
 	}
 	return fileKey(path), nil

@@ -16,6 +16,11 @@ import (
 	"github.com/google/go-tpm/tpm2/transport"
 )
 
+// DefaultTPMDevice is the TPM that TPM key files and tpm: URIs without device= use on
+// Linux: the kernel's resource manager, which many programs may use at once (/dev/tpm0
+// admits one). Windows reaches its TPM through TBS, the TPM Base Services, and has no path.
+const DefaultTPMDevice = "/dev/tpmrm0"
+
 // tpmKey is a signing key held by a TPM 2.0: loaded once when opened, it signs in the TPM
 // for as long as the Source is open, and the private part never leaves it (the TPM only
 // ever hands out the private part encrypted to the parent key that lives in the same TPM).

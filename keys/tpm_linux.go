@@ -10,10 +10,6 @@ import (
 	"github.com/google/go-tpm/tpm2/transport/linuxudstpm"
 )
 
-// DefaultTPMDevice is the TPM a tpm: URI or key file without device= uses on Linux: the
-// kernel's resource manager, which many programs may use at once (/dev/tpm0 admits one).
-const DefaultTPMDevice = "/dev/tpmrm0"
-
 // openTPMDevice opens a TPM character device, or the server socket of a software TPM
 // (swtpm socket --server type=unixio), and returns it with the path for messages.
 func openTPMDevice(path string) (transport.TPMCloser, string, error) {
@@ -35,7 +31,7 @@ func openTPMDevice(path string) (transport.TPMCloser, string, error) {
 	case fi.Mode()&os.ModeCharDevice == 0:
 		return nil, path, fmt.Errorf("tpm: %s is not a TPM device (a character device such as %s) or a TPM socket", path, DefaultTPMDevice)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0) //nolint:gosec // the TPM device the user named
 	switch {
 	case errors.Is(err, syscall.EBUSY):
 		return nil, path, fmt.Errorf("tpm: TPM %s is busy: another program has it open; use %s, the kernel's resource manager, which programs share", path, DefaultTPMDevice)

@@ -9,9 +9,6 @@ import (
 	"github.com/google/go-tpm/tpm2/transport"
 )
 
-// DefaultTPMDevice is empty where kplug has no TPM support.
-const DefaultTPMDevice = ""
-
 func openTPMDevice(path string) (transport.TPMCloser, string, error) {
 	return nil, path, fmt.Errorf("tpm: TPM 2.0 keys are supported on Linux and Windows, not on %s", runtime.GOOS)
 }

@@ -7,10 +7,6 @@ import (
 	"github.com/google/go-tpm/tpm2/transport/windowstpm"
 )
 
-// DefaultTPMDevice is empty on Windows, where the TPM is reached through TBS, the TPM Base
-// Services, and has no path.
-const DefaultTPMDevice = ""
-
 // openTPMDevice opens the TPM through TBS. This path is compiled but not yet tested against
 // a Windows TPM.
 func openTPMDevice(path string) (transport.TPMCloser, string, error) {

@@ -107,7 +107,7 @@ func parseTSS2KeyFile(b []byte) (*tss2Key, error) {
 	case k.RSAParent:
 		return nil, errors.New("keys under an RSA primary (rsaParent) are not supported: use an ECC parent")
 	case k.Parent != tpmOwnerHierarchy && (k.Parent < tpmPersistentFirst || k.Parent > tpmPersistentLast):
-		return nil, fmt.Errorf("parent 0x%x is not supported: want 0x%x (the owner hierarchy's standard SRK) or a persistent handle 0x81......", k.Parent, tpmOwnerHierarchy)
+		return nil, fmt.Errorf("parent 0x%x is not supported: want 0x%x (the owner hierarchy's standard SRK) or a persistent handle (0x81000000 to 0x81FFFFFF)", k.Parent, tpmOwnerHierarchy)
 	case len(k.PubKey) == 0 || len(k.PrivKey) == 0:
 		return nil, errors.New("malformed TPM key: no public or private part")
 	}

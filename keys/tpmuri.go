@@ -70,7 +70,7 @@ func ParseTPMURI(s string) (*TPMURI, error) {
 	}
 	switch {
 	case u.File == "" && u.Handle == 0:
-		return nil, fmt.Errorf("tpm: %q names no key: add file=PATH or handle=0x81......", s)
+		return nil, fmt.Errorf("tpm: %q names no key: add file=PATH or a persistent handle=0x81NNNNNN", s)
 	case u.File != "" && u.Handle != 0:
 		return nil, fmt.Errorf("tpm: give file= or handle=, not both")
 	}

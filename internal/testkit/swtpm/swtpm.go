@@ -69,7 +69,7 @@ func Start(dir string) (*TPM, error) {
 		}
 		select {
 		case <-t.exited:
-			return nil, fmt.Errorf("swtpm exited at start: %v: %s", t.err, t.log())
+			return nil, fmt.Errorf("swtpm exited at start: %w: %s", t.err, t.log())
 		case <-deadline:
 			_ = t.Stop()
 			return nil, fmt.Errorf("swtpm: no socket %s after 10s: %s", t.Socket, t.log())
