@@ -26,7 +26,7 @@ tools: ## Build the pinned etcd, kube-apiserver (1.36 and 1.35), kube-controller
 	hack/tools/build.sh
 
 .PHONY: deps
-deps: ## Install the Debian packages the tests need (SoftHSM2, ...); not root: say what to run
+deps: ## Install the Debian packages the tests need (SoftHSM2, swtpm, ...); not root: say what to run
 	hack/deps.sh
 
 .PHONY: build

@@ -26,6 +26,7 @@ import (
 const (
 	pkcs11PINEnv    = "KPLUG_PKCS11_PIN"
 	pkcs11ModuleEnv = "KPLUG_PKCS11_MODULE"
+	tpmDeviceEnv    = "KPLUG_TPM_DEVICE"
 )
 
 // signOptions are proxy-plugin's request-signing flags.
@@ -45,7 +46,7 @@ func (o *signOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.scheme, "sign", "", "sign every request: sigv4 (AWS Signature Version 4) or rfc9421 (HTTP Message Signatures)")
 	f.StringVar(&o.service, "sigv4-service", "", "--sign sigv4: the service name of the credential scope, e.g. eks")
 	f.StringVar(&o.region, "sigv4-region", "", "--sign sigv4: the region of the credential scope (default: the AWS configuration's region)")
-	f.StringVar(&o.signKey, "sign-key", "", "--sign rfc9421: the signing key (ECDSA P-256 or P-384, Ed25519, RSA), as a file path or a pkcs11: URI")
+	f.StringVar(&o.signKey, "sign-key", "", "--sign rfc9421: the signing key (ECDSA P-256 or P-384, Ed25519, RSA), as a file path (a PEM key or a TPM 2.0 TSS2 key file), a pkcs11: or a tpm: URI")
 	f.StringVar(&o.signCert, "sign-cert", "", "--sign rfc9421: the key's certificate (PEM file): the signer's identity, sent in Signature-Certificate; the keyid is its x509-sha256 digest")
 	f.StringVar(&o.signKeyID, "sign-key-id", "", "--sign rfc9421: the keyid the verifier knows the key by, when there is no --sign-cert")
 	f.StringVar(&o.signAudience, "sign-audience", "", "--sign rfc9421: the X-K8s-Audience value naming the cluster, covered by every signature (required)")
@@ -54,7 +55,7 @@ func (o *signOptions) AddFlags(f *pflag.FlagSet) {
 }
 
 func keyOptions() keys.Options {
-	return keys.Options{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv)}
+	return keys.Options{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv), TPMDevice: os.Getenv(tpmDeviceEnv)}
 }
 
 // signer builds the --sign modifier, checking at start what it needs (credentials, key),
