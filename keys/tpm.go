@@ -142,6 +142,9 @@ func (k *tpmKey) load(f *tss2Key) error {
 	} else {
 		h := tpm2.TPMHandle(uint32(f.Parent)) // #nosec G115 -- checked to be a persistent handle
 		rp, err := tpm2.ReadPublic{ObjectHandle: h}.Execute(k.tpm)
+		if errors.Is(err, tpm2.TPMRCHandle) {
+			return fmt.Errorf("tpm: %s: its parent 0x%08x is not in the TPM (tpm2_getcap handles-persistent lists what is): %w", k.name, uint32(h), err)
+		}
 		if err != nil {
 			return k.tpmError(fmt.Sprintf("reading its parent 0x%08x", uint32(h)), err)
 		}
@@ -306,7 +309,7 @@ func (k *tpmKey) tpmError(doing string, err error) error {
 		return fmt.Errorf("tpm: %s refused the auth value (wrong PIN): give the key's auth value with pin-source=file:PATH or $KPLUG_PKCS11_PIN: %w", k.name, err)
 	case errors.Is(err, tpm2.TPMRCLockout):
 		return fmt.Errorf("tpm: %s: the TPM is locked out after too many wrong auth values; wait for it to recover or have its owner run tpm2_dictionarylockout --clear-lockout: %w", k.name, err)
-	case errors.Is(err, tpm2.TPMRCHandle), errors.Is(err, tpm2.TPMRCValue) && strings.Contains(doing, "reading"):
+	case errors.Is(err, tpm2.TPMRCHandle):
 		return fmt.Errorf("tpm: %s: no key at that handle (tpm2_getcap handles-persistent lists them): %w", k.name, err)
 	}
 	return fmt.Errorf("tpm: %s: %s: %w", k.name, doing, err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-tpm/tpm2"
@@ -289,23 +290,100 @@ func TestTPMExportRefused(t *testing.T) {
 	}
 
 	// The same key, as a key file under the persistent SRK, signs through kplug.
-	der, err := asn1.Marshal(struct {
-		Type      asn1.ObjectIdentifier
-		EmptyAuth bool `asn1:"explicit,tag:0"`
-		Parent    int64
-		Pub, Priv []byte
-	}{asn1.ObjectIdentifier{2, 23, 133, 10, 1, 3}, true, srkHandle, tpm2.Marshal(key.OutPublic), tpm2.Marshal(key.OutPrivate)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(tpm.Dir, "fixed.tss2")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "TSS2 PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeKeyFile(t, tpm.Dir, "fixed.tss2", srkHandle, key.OutPublic, key.OutPrivate)
 	s, c, err := keys.OpenSigner(path, keys.Options{TPMDevice: tpm.Socket})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	signAndVerify(t, s, crypto.SHA256)
+
+	// Under a parent the TPM does not hold, it says which.
+	path = writeKeyFile(t, tpm.Dir, "orphan.tss2", srkHandle+1, key.OutPublic, key.OutPrivate)
+	_, _, err = keys.OpenSigner(path, keys.Options{TPMDevice: tpm.Socket})
+	want := "tpm: TPM key file " + path + " on " + tpm.Socket + ": its parent 0x81000002 is not in the TPM (tpm2_getcap handles-persistent lists what is): "
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("OpenSigner(a key file under a missing parent) = %v, want %q...", err, want)
+	}
+}
+
+// writeKeyFile writes a TSS2 key file with emptyAuth TRUE, as tpm2-openssl writes one.
+func writeKeyFile(t *testing.T, dir, name string, parent int64, pub tpm2.TPM2BPublic, priv tpm2.TPM2BPrivate) string {
+	t.Helper()
+	der, err := asn1.Marshal(struct {
+		Type      asn1.ObjectIdentifier
+		EmptyAuth bool `asn1:"explicit,tag:0"`
+		Parent    int64
+		Pub, Priv []byte
+	}{asn1.ObjectIdentifier{2, 23, 133, 10, 1, 3}, true, parent, tpm2.Marshal(pub), tpm2.Marshal(priv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "TSS2 PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestTPMConcurrentSign signs from many goroutines at once, as TLS handshakes and
+// signed requests do, through the one connection a key holds.
+func TestTPMConcurrentSign(t *testing.T) {
+	tpm := swtpm.NewTestTPM(t)
+	s, c, err := keys.OpenSigner(toolsKeyFile(t, tpm, "k", "ecc256", ""), keys.Options{TPMDevice: tpm.Socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			digest := sha256.Sum256([]byte{byte(i)})
+			sig, err := s.Sign(nil, digest[:], crypto.SHA256)
+			if err != nil {
+				t.Error(err)
+			} else if !ecdsa.VerifyASN1(s.Public().(*ecdsa.PublicKey), digest[:], sig) {
+				t.Errorf("signature %d does not verify", i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkTPMSign is the cost of one signature by swtpm through the key package; a real
+// TPM adds its own (tens of milliseconds for ECDSA P-256 on common chips).
+func BenchmarkTPMSign(b *testing.B) {
+	for _, alg := range []string{"ecc256", "rsa2048"} {
+		b.Run(alg, func(b *testing.B) {
+			tpm := swtpm.NewTestTPM(b)
+			path, err := benchKeyFile(tpm, alg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, c, err := keys.OpenSigner(path, keys.Options{TPMDevice: tpm.Socket})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			digest := sha256.Sum256([]byte("x"))
+			for b.Loop() {
+				if _, err := s.Sign(nil, digest[:], crypto.SHA256); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func benchKeyFile(tpm *swtpm.TPM, alg string) (string, error) {
+	for _, args := range [][]string{
+		{"createprimary", "-C", "o", "-G", "ecc", "-a", srkAttrs, "-c", "srk.ctx"},
+		{"create", "-C", "srk.ctx", "-G", alg, "-u", "k.pub", "-r", "k.priv"},
+		{"encodeobject", "-C", "srk.ctx", "-u", "k.pub", "-r", "k.priv", "-o", "k.tss2"},
+	} {
+		if _, err := tpm.Tool(args[0], args[1:]...); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(tpm.Dir, "k.tss2"), nil
 }
