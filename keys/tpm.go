@@ -25,6 +25,10 @@ const DefaultTPMDevice = "/dev/tpmrm0"
 // for as long as the Source is open, and the private part never leaves it (the TPM only
 // ever hands out the private part encrypted to the parent key that lives in the same TPM).
 // It is both the Source and the crypto.Signer it returns.
+//
+// The auth value goes to the TPM in a password session, in the clear on the bus between
+// CPU and TPM, as tpm2-tools sends it by default; a salted HMAC session would keep it from
+// someone probing that bus, and is not done yet.
 type tpmKey struct {
 	name   string // what messages call the key, e.g. "TPM key file /k.tss2 on /dev/tpmrm0"
 	auth   []byte
