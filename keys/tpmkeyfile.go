@@ -41,9 +41,10 @@ const (
 //	}
 //
 // Fields [3] to [5] come from later revisions; they are parsed so that such a file is
-// refused for what it asks (a policy) rather than as malformed. emptyAuth is read as BER,
-// not DER: tpm2_encodeobject (tpm2-tools 5.4) writes TRUE as 0x01, which encoding/asn1
-// refuses as a bool.
+// refused for what it asks (a policy) rather than as malformed. emptyAuth is only checked to
+// be a boolean, read as BER rather than DER since tpm2_encodeobject (tpm2-tools 5.4) writes
+// TRUE as 0x01, which encoding/asn1 refuses as a bool; it is not relied on, since that
+// tool also writes it inverted (see openTPM).
 type tss2Key struct {
 	Type        asn1.ObjectIdentifier
 	EmptyAuth   asn1.RawValue `asn1:"optional,explicit,tag:0"`
@@ -112,11 +113,4 @@ func parseTSS2KeyFile(b []byte) (*tss2Key, error) {
 		return nil, errors.New("malformed TPM key: no public or private part")
 	}
 	return &k, nil
-}
-
-// emptyAuth reports whether the file says the key has no auth value. It is a hint, used
-// only to explain a refusal: tpm2_encodeobject in tpm2-tools 5.4 writes it inverted, FALSE
-// for a key without an auth value and TRUE for one with.
-func (k *tss2Key) emptyAuth() bool {
-	return len(k.EmptyAuth.Bytes) == 1 && k.EmptyAuth.Bytes[0] != 0
 }
