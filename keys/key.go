@@ -29,8 +29,8 @@ type Source interface {
 
 // Options are what a key URI may leave out.
 type Options struct {
-	// PIN logs in to a PKCS#11 token, or is the auth value of a TPM key, whose URI has no
-	// pin-source. The CLI reads it from $KPLUG_PKCS11_PIN; it is never logged.
+	// PIN logs in to a PKCS#11 token whose URI has no pin-source. The CLI reads it from
+	// $KPLUG_PKCS11_PIN; it is never logged, and never sent to a TPM.
 	PIN string
 	// PKCS11Module is the PKCS#11 module for URIs without module-path; the CLI reads it
 	// from $KPLUG_PKCS11_MODULE.
@@ -38,6 +38,9 @@ type Options struct {
 	// TPMDevice is the TPM for TPM key files and tpm: URIs without device=: a device such
 	// as /dev/tpm0, or the server socket of a swtpm. Empty means DefaultTPMDevice.
 	TPMDevice string
+	// TPMPIN is the auth value of a TPM key whose URI has no pin-source. The CLI reads it
+	// from $KPLUG_TPM_PIN; it is never logged, and never sent to a PKCS#11 token.
+	TPMPIN string
 }
 
 // Open opens the private key a URI names:

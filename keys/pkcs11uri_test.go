@@ -27,7 +27,7 @@ func TestParsePKCS11URI(t *testing.T) {
 		{uri: "pkcs11:token=t;object=o;object=p", err: `pkcs11: attribute "object" appears twice`},
 		{uri: "pkcs11:token=t;object=o;type=public", err: "pkcs11: type=public: the key URI must name a private key"},
 		{uri: "pkcs11:token=t;object", err: `pkcs11: attribute "object" in "pkcs11:token=t;object": want NAME=VALUE`},
-		{uri: "pkcs11:token=t;object=%zz", err: `pkcs11: attribute object: invalid URL escape "%zz"`},
+		{uri: "pkcs11:token=t;object=%zz", err: "pkcs11: attribute object: a malformed percent-escape in its value"},
 		{uri: "pkcs11:token=t;slot-id=1;object=o", err: `pkcs11: attribute "slot-id" is not supported; select the token with token= or serial=`},
 		{uri: "pkcs11:token=t;object=o?pin-value=1234", err: "pkcs11: pin-value is refused: keep the PIN out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN"},
 		{uri: "pkcs11:token=t;object=o?max-sessions=2", err: `pkcs11: unknown query attribute "max-sessions"`},

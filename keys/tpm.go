@@ -2,6 +2,7 @@ package keys
 
 import (
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/rsa"
 	"encoding/asn1"
 	"errors"
@@ -14,7 +15,12 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
+
+	"github.com/kplug/kplug/internal/privdir"
 )
+
+// tpmPINEnvName is the environment variable the CLI reads Options.TPMPIN from, for messages.
+const tpmPINEnvName = "KPLUG_TPM_PIN"
 
 // DefaultTPMDevice is the TPM that TPM key files and tpm: URIs without device= use on
 // Linux: the kernel's resource manager, which many programs may use at once (/dev/tpm0
@@ -42,18 +48,27 @@ type tpmKey struct {
 	flush  bool           // handle is transient, loaded by us: flush it on Close
 }
 
+// tpmPINLimit caps a pin-source file: a TPM auth value is at most 64 bytes (the size of
+// the key's name hash), so anything much longer is not one.
+const tpmPINLimit = 128
+
 // openTPM opens the key u names on its TPM and checks, by signing once, that the TPM holds
-// it and accepts its auth value, so that a wrong PIN is a start-up error. Without a PIN the
-// key is tried with the empty auth value whatever a key file's emptyAuth says, since
-// tpm2-tools 5.4 writes that flag inverted; the TPM's refusal then says a PIN is needed.
+// it and accepts its auth value, so that a wrong PIN is a start-up error.
+//
+// The auth value is pin-source's, else Options.TPMPIN. Without either, a key file whose
+// emptyAuth is DER TRUE (0xFF, as tpm2-openssl writes it) uses the empty auth value;
+// any other key is tried with it only as a guess, and only while the TPM's lockout
+// counter is 0, so that kplug never spends the dictionary-attack allowance of a TPM
+// that has seen failures (tpm2-tools 5.4 writes emptyAuth as a non-DER 0x01, and
+// inverted, so that is not trusted either way).
 func openTPM(u *TPMURI, o Options) (Source, error) {
-	auth := o.PIN
+	auth, explicit := o.TPMPIN, o.TPMPIN != ""
 	if u.PINSource != "" {
-		b, err := os.ReadFile(u.PINSource)
+		b, err := readPINSource(u.PINSource)
 		if err != nil {
 			return nil, fmt.Errorf("tpm: reading the auth value of %s from pin-source: %w", u.keyName(), err)
 		}
-		auth = strings.TrimRight(string(b), "\r\n")
+		auth, explicit = strings.TrimRight(string(b), "\r\n"), true
 	}
 	var file *tss2Key
 	if u.File != "" {
@@ -79,6 +94,9 @@ func openTPM(u *TPMURI, o Options) (Source, error) {
 	} else {
 		err = k.usePersistent(tpm2.TPMHandle(u.Handle))
 	}
+	if err == nil && !explicit && (file == nil || !file.emptyAuthTrue()) && !k.public.ObjectAttributes.NoDA {
+		err = k.mayGuessEmptyAuth()
+	}
 	if err == nil {
 		err = k.check()
 	}
@@ -87,6 +105,48 @@ func openTPM(u *TPMURI, o Options) (Source, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// readPINSource reads a pin-source file: a regular file only (a FIFO or a device such as
+// /dev/zero is refused without blocking on it), of at most tpmPINLimit bytes.
+func readPINSource(path string) ([]byte, error) {
+	f, err := privdir.OpenLinked(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, tpmPINLimit+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > tpmPINLimit {
+		return nil, fmt.Errorf("%s is longer than %d bytes, too long for an auth value", path, tpmPINLimit)
+	}
+	return b, nil
+}
+
+// mayGuessEmptyAuth refuses to guess the empty auth value of a key protected by the TPM's
+// dictionary-attack lockout once its lockout counter is above 0: each wrong guess counts
+// towards locking out every such key on the machine, other users' included.
+func (k *tpmKey) mayGuessEmptyAuth() error {
+	rsp, err := tpm2.GetCapability{
+		Capability:    tpm2.TPMCapTPMProperties,
+		Property:      uint32(tpm2.TPMPTLockoutCounter),
+		PropertyCount: 1,
+	}.Execute(k.tpm)
+	if err != nil {
+		return k.tpmError("reading the TPM's lockout counter", err)
+	}
+	props, err := rsp.CapabilityData.Data.TPMProperties()
+	if err != nil {
+		return fmt.Errorf("tpm: %s: reading the TPM's lockout counter: %w", k.name, err)
+	}
+	for _, p := range props.TPMProperty {
+		if p.Property == tpm2.TPMPTLockoutCounter && p.Value > 0 {
+			return fmt.Errorf("tpm: %s needs its auth value (PIN): the TPM has counted %d failed authorizations, so kplug does not guess the empty one; add pin-source=file:PATH to a tpm: URI or set %s", k.name, p.Value, tpmPINEnvName)
+		}
+	}
+	return nil
 }
 
 // srkTemplate is the parent a key file with parent 0x40000001 was created under: the ECC
@@ -138,6 +198,9 @@ func (k *tpmKey) load(f *tss2Key) error {
 			PrimaryHandle: tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
 			InPublic:      tpm2.New2B(srkTemplate()),
 		}.Execute(k.tpm)
+		if errors.Is(err, tpm2.TPMRCAuthFail) || errors.Is(err, tpm2.TPMRCBadAuth) {
+			return fmt.Errorf("tpm: %s: the owner hierarchy has an auth value, so kplug cannot create the key's parent, the storage root key: %w", k.name, err)
+		}
 		if err != nil {
 			return k.tpmError("creating its parent, the storage root key, in the owner hierarchy", err)
 		}
@@ -152,9 +215,23 @@ func (k *tpmKey) load(f *tss2Key) error {
 		if err != nil {
 			return k.tpmError(fmt.Sprintf("reading its parent 0x%08x", uint32(h)), err)
 		}
+		// kplug authorizes the parent with the empty password. Unless the parent is a
+		// storage key exempt from dictionary-attack lockout (noDA, as an SRK is), a wrong
+		// guess would count towards locking out the TPM.
+		pp, err := rp.OutPublic.Contents()
+		if err != nil {
+			return fmt.Errorf("tpm: %s: its parent 0x%08x has a malformed public area: %w", k.name, uint32(h), err)
+		}
+		if a := pp.ObjectAttributes; !a.NoDA || !a.Restricted || !a.Decrypt {
+			return fmt.Errorf("tpm: %s: its parent 0x%08x is not a storage key with noDA (as an SRK is): kplug uses only such a parent, with the empty auth value, so as not to count towards the TPM's dictionary-attack lockout", k.name, uint32(h))
+		}
 		parent = tpm2.AuthHandle{Handle: h, Name: rp.Name, Auth: tpm2.PasswordAuth(nil)}
 	}
 	l, err := tpm2.Load{ParentHandle: parent, InPrivate: *priv, InPublic: *pub}.Execute(k.tpm)
+	if errors.Is(err, tpm2.TPMRCAuthFail) || errors.Is(err, tpm2.TPMRCBadAuth) {
+		// The key's own auth value is not used to load it: its parent refused the empty one.
+		return fmt.Errorf("tpm: %s: its parent 0x%08x refused the empty auth value, which is the only one kplug gives a parent: %w", k.name, uint32(parent.Handle), err)
+	}
 	if err != nil {
 		return k.tpmError("loading it (was it created on this TPM, under this parent?)", err)
 	}
@@ -233,6 +310,40 @@ func (k *tpmKey) Public() crypto.PublicKey { return k.pub }
 // the hash (the only length a TPM makes that crypto/tls accepts). rand is unused: the TPM
 // draws its own randomness. Safe for concurrent use; signatures are made one at a time.
 func (k *tpmKey) Sign(_ io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	sig, err := k.sign(digest, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.verify(digest, sig, opts); err != nil {
+		return nil, err
+	}
+	return sig, nil
+}
+
+// verify checks a signature the TPM made against the public key read at open. A password
+// session does not bind the key's name, so the object at a persistent handle can change
+// under kplug (or a TPM or socket can lie): a signature by another key is an error, never
+// a signature that the server would tie to this key's certificate.
+func (k *tpmKey) verify(digest, sig []byte, opts crypto.SignerOpts) error {
+	ok := false
+	switch pub := k.pub.(type) {
+	case *ecdsa.PublicKey:
+		ok = ecdsa.VerifyASN1(pub, digest, sig)
+	case *rsa.PublicKey:
+		if pss, isPSS := opts.(*rsa.PSSOptions); isPSS {
+			ok = rsa.VerifyPSS(pub, opts.HashFunc(), digest, sig, &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthAuto, Hash: pss.Hash}) == nil
+		} else {
+			ok = rsa.VerifyPKCS1v15(pub, opts.HashFunc(), digest, sig) == nil
+		}
+	}
+	if !ok {
+		return fmt.Errorf("tpm: %s: the TPM's signature does not verify against the key's public key: the key at that handle changed since it was opened, or the TPM is not the one it claims to be", k.name)
+	}
+	return nil
+}
+
+// sign signs digest in the TPM.
+func (k *tpmKey) sign(digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	h := opts.HashFunc()
 	hashAlg, ok := tpmHashAlgs[h]
 	if !ok {
@@ -308,9 +419,9 @@ var tpmHashAlgs = map[crypto.Hash]tpm2.TPMAlgID{
 func (k *tpmKey) tpmError(doing string, err error) error {
 	switch {
 	case (errors.Is(err, tpm2.TPMRCAuthFail) || errors.Is(err, tpm2.TPMRCBadAuth)) && len(k.auth) == 0:
-		return fmt.Errorf("tpm: %s needs an auth value: add pin-source=file:PATH to a tpm: URI or set KPLUG_PKCS11_PIN: %w", k.name, err)
+		return fmt.Errorf("tpm: %s needs an auth value: add pin-source=file:PATH to a tpm: URI or set %s: %w", k.name, tpmPINEnvName, err)
 	case errors.Is(err, tpm2.TPMRCAuthFail), errors.Is(err, tpm2.TPMRCBadAuth):
-		return fmt.Errorf("tpm: %s refused the auth value (wrong PIN): give the key's auth value with pin-source=file:PATH or $KPLUG_PKCS11_PIN: %w", k.name, err)
+		return fmt.Errorf("tpm: %s refused the auth value (wrong PIN): give the key's auth value with pin-source=file:PATH or $%s: %w", k.name, tpmPINEnvName, err)
 	case errors.Is(err, tpm2.TPMRCLockout):
 		return fmt.Errorf("tpm: %s: the TPM is locked out after too many wrong auth values; wait for it to recover or have its owner run tpm2_dictionarylockout --clear-lockout: %w", k.name, err)
 	case errors.Is(err, tpm2.TPMRCHandle):

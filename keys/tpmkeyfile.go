@@ -1,7 +1,9 @@
 package keys
 
 import (
+	"bytes"
 	"encoding/asn1"
+	"encoding/binary"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -41,10 +43,10 @@ const (
 //	}
 //
 // Fields [3] to [5] come from later revisions; they are parsed so that such a file is
-// refused for what it asks (a policy) rather than as malformed. emptyAuth is only checked to
-// be a boolean, read as BER rather than DER since tpm2_encodeobject (tpm2-tools 5.4) writes
-// TRUE as 0x01, which encoding/asn1 refuses as a bool; it is not relied on, since that
-// tool also writes it inverted (see openTPM).
+// refused for what it asks (a policy) rather than as malformed. emptyAuth is read as BER
+// rather than DER since tpm2_encodeobject (tpm2-tools 5.4) writes TRUE as 0x01, which
+// encoding/asn1 refuses as a bool; only DER TRUE (0xFF) is relied on, since that tool also
+// writes the flag inverted (see emptyAuthTrue and openTPM).
 type tss2Key struct {
 	Type        asn1.ObjectIdentifier
 	EmptyAuth   asn1.RawValue `asn1:"optional,explicit,tag:0"`
@@ -68,9 +70,12 @@ func isTSS2KeyFile(b []byte) bool {
 // parseTSS2KeyFile parses the first PEM block of b as a loadable TPM 2.0 key and checks
 // that kplug can use it: no policy, no imported secret, a parent it knows how to load.
 func parseTSS2KeyFile(b []byte) (*tss2Key, error) {
-	block, _ := pem.Decode(b)
+	block, rest := pem.Decode(b)
 	if block == nil {
 		return nil, errors.New("no PEM block")
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return nil, errors.New("malformed TPM key file: something follows the PEM block")
 	}
 	if block.Type != tss2PEMType {
 		return nil, fmt.Errorf("PEM block %q: want %q", block.Type, tss2PEMType)
@@ -111,6 +116,21 @@ func parseTSS2KeyFile(b []byte) (*tss2Key, error) {
 		return nil, fmt.Errorf("parent 0x%x is not supported: want 0x%x (the owner hierarchy's standard SRK) or a persistent handle (0x81000000 to 0x81FFFFFF)", k.Parent, tpmOwnerHierarchy)
 	case len(k.PubKey) == 0 || len(k.PrivKey) == 0:
 		return nil, errors.New("malformed TPM key: no public or private part")
+	case !isTPM2B(k.PubKey) || !isTPM2B(k.PrivKey):
+		return nil, errors.New("malformed TPM key: its public or private part is not one sized TPM2B (bytes missing or after it)")
 	}
 	return &k, nil
+}
+
+// isTPM2B reports whether b is exactly one TPM2B: a big-endian 16-bit size and that many
+// bytes, nothing after.
+func isTPM2B(b []byte) bool {
+	return len(b) >= 2 && int(binary.BigEndian.Uint16(b)) == len(b)-2
+}
+
+// emptyAuthTrue reports whether the key file says, in DER, that the key's auth value is
+// empty: TRUE encoded as 0xFF, as tpm2-openssl and tpm2-tss-engine write it. tpm2_encodeobject
+// of tpm2-tools 5.4 writes 0x01 (not DER) and inverts the flag, so 0x01 says nothing.
+func (k *tss2Key) emptyAuthTrue() bool {
+	return len(k.EmptyAuth.Bytes) == 1 && k.EmptyAuth.Bytes[0] == 0xFF
 }

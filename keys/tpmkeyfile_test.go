@@ -56,9 +56,13 @@ func TestParseTSS2KeyFile(t *testing.T) {
 		{"other PEM", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{0}}), `PEM block "PRIVATE KEY": want "TSS2 PRIVATE KEY"`},
 		{"not PEM", []byte("hello"), "no PEM block"},
 		{"trailing data", trailing(t, minimal{oidLoadableKey, 0x40000001, pub, priv}), "malformed TPM key: 1 bytes after it"},
+		// I1 of the issue 30 review: nothing may follow the PEM block or a part.
+		{"after the PEM block", append(tss2File(t, minimal{oidLoadableKey, 0x40000001, pub, priv}), "x"...), "malformed TPM key file: something follows the PEM block"},
+		{"after the public part", tss2File(t, minimal{oidLoadableKey, 0x40000001, append(pub, 9), priv}), "malformed TPM key: its public or private part is not one sized TPM2B (bytes missing or after it)"},
+		{"short private part", tss2File(t, minimal{oidLoadableKey, 0x40000001, pub, []byte{0, 5, 1}}), "malformed TPM key: its public or private part is not one sized TPM2B (bytes missing or after it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseTSS2KeyFile(tc.in)
+			_, err := parseTSS2KeyFile(append(tc.in, "\n"...)) // a newline after the block is fine
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("parseTSS2KeyFile = %v", err)
@@ -66,6 +70,27 @@ func TestParseTSS2KeyFile(t *testing.T) {
 				t.Errorf("parseTSS2KeyFile = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTSS2EmptyAuth is F2 of the issue 30 review: only DER TRUE (0xFF) says the auth value
+// is empty; tpm2-tools 5.4's 0x01 and FALSE say nothing kplug relies on.
+func TestTSS2EmptyAuth(t *testing.T) {
+	type withAuth struct {
+		Type      asn1.ObjectIdentifier
+		EmptyAuth asn1.RawValue
+		Parent    int64
+		Pub, Priv []byte
+	}
+	for v, want := range map[byte]bool{0xFF: true, 0x01: false, 0x00: false} {
+		raw := asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: []byte{asn1.TagBoolean, 1, v}}
+		k, err := parseTSS2KeyFile(tss2File(t, withAuth{oidLoadableKey, raw, 0x40000001, []byte{0, 1, 2}, []byte{0, 1, 3}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.emptyAuthTrue(); got != want {
+			t.Errorf("emptyAuth 0x%02x: emptyAuthTrue() = %v, want %v", v, got, want)
+		}
 	}
 }
 

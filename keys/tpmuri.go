@@ -39,8 +39,9 @@ func ParseTPMURI(s string) (*TPMURI, error) {
 		case "file":
 			u.File = strings.TrimPrefix(value, "file:")
 		case "handle":
-			h, err := strconv.ParseUint(value, 0, 32)
-			if err != nil || h>>24 != 0x81 {
+			hex, ok := strings.CutPrefix(strings.ToLower(value), "0x")
+			h, err := strconv.ParseUint(hex, 16, 32)
+			if !ok || err != nil || h>>24 != 0x81 {
 				return fmt.Errorf("tpm: handle=%s: want a persistent handle, 0x81000000 to 0x81FFFFFF", value)
 			}
 			u.Handle = uint32(h)
@@ -59,7 +60,7 @@ func ParseTPMURI(s string) (*TPMURI, error) {
 		case "pin-source":
 			u.PINSource = strings.TrimPrefix(value, "file:")
 		case "pin-value":
-			return fmt.Errorf("tpm: pin-value is refused: keep the auth value out of the kubeconfig with pin-source=file:PATH or $KPLUG_PKCS11_PIN")
+			return fmt.Errorf("tpm: pin-value is refused: keep the auth value out of the kubeconfig with pin-source=file:PATH or $KPLUG_TPM_PIN")
 		default:
 			return fmt.Errorf("tpm: unknown query attribute %q", name)
 		}

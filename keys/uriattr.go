@@ -17,6 +17,10 @@ func uriAttrs(scheme, shown, part, sep string, seen map[string]bool, set func(na
 	}
 	for _, kv := range strings.Split(part, sep) {
 		name, raw, ok := strings.Cut(kv, "=")
+		if (!ok || name == "") && sep == "&" {
+			// The query is where a secret may be (a mistyped pin-value): never quote it.
+			return fmt.Errorf("%s: a query attribute without '=' in %q: want NAME=VALUE", scheme, shown)
+		}
 		if !ok || name == "" {
 			return fmt.Errorf("%s: attribute %q in %q: want NAME=VALUE", scheme, kv, shown)
 		}
@@ -26,7 +30,8 @@ func uriAttrs(scheme, shown, part, sep string, seen map[string]bool, set func(na
 		seen[name] = true
 		value, err := url.PathUnescape(raw)
 		if err != nil {
-			return fmt.Errorf("%s: attribute %s: %w", scheme, name, err)
+			// Not err: its text quotes the bad escape, which may be part of a secret.
+			return fmt.Errorf("%s: attribute %s: a malformed percent-escape in its value", scheme, name)
 		}
 		if err := set(name, value); err != nil {
 			return err

@@ -1,0 +1,189 @@
+//go:build linux
+
+package keys_test
+
+import (
+	"crypto"
+	"crypto/sha256"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kplug/kplug/internal/testkit/swtpm"
+	"github.com/kplug/kplug/keys"
+)
+
+// listenUnix listens on a socket at path that accepts connections and, if answer is false,
+// never answers them; it is closed when t ends.
+func listenUnix(t *testing.T, path string, answer bool) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = l.Close(); <-done })
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if answer {
+				_ = c.Close()
+				continue
+			}
+			conns = append(conns, c)
+		}
+	}()
+}
+
+// TestSecurityTPMDevice is F1 of the issue 30 review: the auth value goes to the TPM in
+// the clear, so device= must be a TPM device or the user's own socket in a directory no
+// one else can write to.
+func TestSecurityTPMDevice(t *testing.T) {
+	base, err := os.MkdirTemp("", "tpmdev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	listenUnix(t, filepath.Join(open, "tpm"), true)
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+
+	others := filepath.Join(base, "others")
+	if err := os.Mkdir(others, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	listenUnix(t, filepath.Join(others, "tpm"), true)
+	worldSock := filepath.Join(others, "world")
+	listenUnix(t, worldSock, true)
+	if err := os.Chmod(worldSock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(others, "tpm")
+	if os.Geteuid() == 0 {
+		if err := os.Chown(foreign, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(filepath.Join(open, "tpm"), link); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct{ device, want string }{
+		{filepath.Join(open, "tpm"), "tpm: TPM socket " + open + "/tpm: its directory " + open + " has mode -rwxrwxrwx: other users can write to it"},
+		{link, "tpm: TPM socket " + link + ": its directory " + open + " has mode -rwxrwxrwx: other users can write to it"},
+		{worldSock, "tpm: TPM socket " + worldSock + ": its socket " + worldSock + " has mode -rwxrwxrwx: other users can write to it"},
+		{"/dev/zero", "tpm: /dev/zero is a character device but not a TPM: want /dev/tpmN or /dev/tpmrmN"},
+		{"/dev/tty", "tpm: /dev/tty is a character device but not a TPM: want /dev/tpmN or /dev/tpmrmN"},
+	}
+	if os.Geteuid() == 0 {
+		cases = append(cases, struct{ device, want string }{foreign, "tpm: TPM socket " + foreign + ": its socket " + foreign + " belongs to uid 65534, not to this user (uid 0)"})
+	}
+	for _, tc := range cases {
+		if _, err := os.Stat(tc.device); err != nil {
+			continue // no /dev/tty in some sandboxes
+		}
+		for _, o := range []keys.Options{{TPMDevice: tc.device}, {}} {
+			uri := "tpm:handle=0x81000001"
+			if o.TPMDevice == "" {
+				uri += "?device=" + tc.device
+			}
+			_, _, err := keys.OpenSigner(uri, o)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("OpenSigner(%s, %+v) = %v, want %q...", uri, o, err, tc.want)
+			}
+		}
+	}
+}
+
+// TestSecurityTPMPINSource is F4 of the issue 30 review: pin-source is read only from a
+// regular file of at most 128 bytes, so that a FIFO cannot hang kplug nor a device fill
+// its memory.
+func TestSecurityTPMPINSource(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long")
+	if err := os.WriteFile(long, []byte(strings.Repeat("x", 129)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ source, want string }{
+		{long, "tpm: reading the auth value of TPM key 0x81000001 from pin-source: " + long + " is longer than 128 bytes, too long for an auth value"},
+		{fifo, "tpm: reading the auth value of TPM key 0x81000001 from pin-source: " + fifo + " is not a regular file"},
+		{"/dev/zero", "tpm: reading the auth value of TPM key 0x81000001 from pin-source: /dev/zero is not a regular file"},
+	} {
+		_, _, err := keys.OpenSigner("tpm:handle=0x81000001?device=/nonexistent&pin-source=file:"+tc.source, keys.Options{})
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("pin-source=%s: OpenSigner = %v, want %q...", tc.source, err, tc.want)
+		}
+	}
+}
+
+// TestSecurityTPMSocketTimeout is F4 of the issue 30 review: a TPM socket that accepts a
+// command and never answers is an error naming it, not a hang.
+func TestSecurityTPMSocketTimeout(t *testing.T) {
+	defer keys.SetTPMCommandTimeout(300 * time.Millisecond)()
+	dir, err := os.MkdirTemp("", "tpmto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "tpm")
+	listenUnix(t, sock, false)
+	_, _, err = keys.OpenSigner("tpm:handle=0x81000001?device="+sock, keys.Options{})
+	want := "the TPM socket " + sock + " did not answer within 300ms"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("OpenSigner(a socket that never answers) = %v, want ...%q...", err, want)
+	}
+}
+
+// TestSecurityTPMKeySwapped is F3 of the issue 30 review: a password session does not
+// bind the key, so another key put at the persistent handle after open would sign; kplug
+// verifies every signature against the public key it opened, and refuses.
+func TestSecurityTPMKeySwapped(t *testing.T) {
+	tpm := swtpm.NewTestTPM(t)
+	mustTool(t, tpm, "createprimary", "-C", "o", "-G", "ecc", "-a", srkAttrs, "-c", "srk.ctx")
+	for _, k := range []string{"a", "b"} {
+		mustTool(t, tpm, "create", "-C", "srk.ctx", "-G", "ecc256", "-u", k+".pub", "-r", k+".priv", "-p", "1234")
+		mustTool(t, tpm, "load", "-C", "srk.ctx", "-u", k+".pub", "-r", k+".priv", "-c", k+".ctx")
+		mustTool(t, tpm, "flushcontext", "-t")
+	}
+	mustTool(t, tpm, "evictcontrol", "-C", "o", "-c", "a.ctx", "0x81000010")
+	s, c, err := keys.OpenSigner("tpm:handle=0x81000010?device="+tpm.Socket, keys.Options{TPMPIN: "1234"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	signAndVerify(t, s, crypto.SHA256)
+
+	mustTool(t, tpm, "evictcontrol", "-C", "o", "-c", "0x81000010")
+	mustTool(t, tpm, "evictcontrol", "-C", "o", "-c", "b.ctx", "0x81000010")
+	digest := sha256.Sum256([]byte("GET /api"))
+	sig, err := s.Sign(nil, digest[:], crypto.SHA256)
+	want := "tpm: TPM key 0x81000010 on " + tpm.Socket + ": the TPM's signature does not verify against the key's public key"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Sign with another key at the handle = %x, %v; want %q...", sig, err, want)
+	}
+}
