@@ -9,6 +9,7 @@ import (
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/internal/execcache"
 	"github.com/kplug/kplug/keys"
 )
@@ -39,9 +40,24 @@ func pluginGuard(g *globals) (*execcache.Guard, error) {
 // load (module-path= or $KPLUG_PKCS11_MODULE) has passed the client's policy: under a
 // policy that restricts plugins, the module must be given by its absolute path and be on
 // the allowlist, like a plugin.
+//
+// Under such a policy the key URI is the exec block's, not the user's, so a tpm: URI may
+// not choose the TPM (device=) nor the file whose content goes to it as the auth value
+// (pin-source=), and $KPLUG_TPM_DEVICE must be the client's (issue 30 review, F1).
 func guardedKeyOptions(guard *execcache.Guard, flag, uri string) (keys.Options, error) {
 	ko := keyOptions()
-	if guard == nil || !guard.Restricts() || !strings.HasPrefix(strings.ToLower(uri), "pkcs11:") {
+	if guard == nil || !guard.Restricts() {
+		return ko, nil
+	}
+	if err := refuseTPMQuery(uri, "a credential plugin policy restricts what an exec block chooses"); err != nil {
+		return ko, invalidConfig(fmt.Errorf("%s: %w", flag, err))
+	}
+	if ko.TPMDevice != "" {
+		if client, known := guard.ClientEnv(tpmDeviceEnv); !known || client != ko.TPMDevice {
+			return ko, invalidConfig(fmt.Errorf("%s: $%s is set by the exec block, not by the client that runs kplug: a credential plugin policy restricts what an exec block chooses, and the TPM receives the key's auth value; set it in your own environment", flag, tpmDeviceEnv))
+		}
+	}
+	if !strings.HasPrefix(strings.ToLower(uri), "pkcs11:") {
 		return ko, nil
 	}
 	u, err := keys.ParsePKCS11URI("pkcs11:" + uri[len("pkcs11:"):])
@@ -93,4 +109,55 @@ func guardedAWSFiles(guard *execcache.Guard) ([]func(*awsconfig.LoadOptions) err
 		awsconfig.WithSharedConfigFiles([]string{configFile}),
 		awsconfig.WithSharedCredentialsFiles([]string{credentialsFile}),
 	}, nil
+}
+
+// refuseTPMQuery refuses a tpm: URI with device= or pin-source=, which choose where the
+// key's auth value is read from and sent to, when the URI is not the user's own (why says
+// whose it is): the user gives them as $KPLUG_TPM_DEVICE and $KPLUG_TPM_PIN instead.
+func refuseTPMQuery(uri, why string) error {
+	if len(uri) < len("tpm:") || !strings.EqualFold(uri[:len("tpm:")], "tpm:") {
+		return nil
+	}
+	u, err := keys.ParseTPMURI("tpm:" + uri[len("tpm:"):])
+	if err != nil {
+		return err
+	}
+	if u.Device != "" || u.PINSource != "" {
+		return fmt.Errorf("a tpm: URI here may not have device= or pin-source= (%s, and they choose where the key's auth value goes and comes from): set $%s and $%s in your own environment", why, tpmDeviceEnv, tpmPINEnv)
+	}
+	return nil
+}
+
+// httpSigKeyOptions are keyOptions for a kubeconfig's httpSignature keyFile, which the
+// kubeconfig, not the user, chose: a tpm: URI may not have device= or pin-source=, and
+// under a kuberc policy that restricts plugins a PKCS#11 module (module-path= or
+// $KPLUG_PKCS11_MODULE) must be given by its absolute path and pass the policy, as
+// guardedKeyOptions requires of proxy-plugin (issue 30 review, I3). Errors are a
+// configuration error; the caller names the keyFile.
+func httpSigKeyOptions(policy kuberc.Policy, uri string) (keys.Options, error) {
+	ko := keyOptions()
+	if err := refuseTPMQuery(uri, "the kubeconfig chose it"); err != nil {
+		return ko, invalidConfig(err)
+	}
+	if policy.Type == "" || policy.Type == kuberc.AllowAll || !strings.HasPrefix(strings.ToLower(uri), "pkcs11:") {
+		return ko, nil
+	}
+	u, err := keys.ParsePKCS11URI("pkcs11:" + uri[len("pkcs11:"):])
+	if err != nil {
+		return ko, invalidConfig(err)
+	}
+	module, from := u.ModulePath, "module-path"
+	if module == "" {
+		module, from = ko.PKCS11Module, "$"+pkcs11ModuleEnv
+	}
+	if module == "" {
+		return ko, nil
+	}
+	if !filepath.IsAbs(module) {
+		return ko, invalidConfig(fmt.Errorf("the PKCS#11 module %q (%s) is not an absolute path: a credential plugin policy restricts which code runs, so give the module's absolute path, and list it in credentialPluginAllowlist", module, from))
+	}
+	if _, err := policy.Check(module); err != nil {
+		return ko, invalidConfig(fmt.Errorf("the PKCS#11 module %s: %w", module, err))
+	}
+	return ko, nil
 }

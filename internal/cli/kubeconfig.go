@@ -84,8 +84,13 @@ func (o *kubeconfigOptions) load(g *globals, stdinUse string) (*user, error) {
 			return nil, invalidConfig(err)
 		}
 	}
+	policy := rc.Policy()
 	u.opts.OpenKey = func(uri string) (crypto.Signer, error) {
-		key, closer, err := keys.OpenSigner(uri, keyOptions())
+		ko, err := httpSigKeyOptions(policy, uri)
+		if err != nil {
+			return nil, err
+		}
+		key, closer, err := keys.OpenSigner(uri, ko)
 		if err == nil {
 			u.closers = append(u.closers, closer)
 		}

@@ -27,6 +27,7 @@ const (
 	pkcs11PINEnv    = "KPLUG_PKCS11_PIN"
 	pkcs11ModuleEnv = "KPLUG_PKCS11_MODULE"
 	tpmDeviceEnv    = "KPLUG_TPM_DEVICE"
+	tpmPINEnv       = "KPLUG_TPM_PIN" // apart from the PKCS#11 PIN, which never goes to a TPM
 )
 
 // signOptions are proxy-plugin's request-signing flags.
@@ -55,7 +56,7 @@ func (o *signOptions) AddFlags(f *pflag.FlagSet) {
 }
 
 func keyOptions() keys.Options {
-	return keys.Options{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv), TPMDevice: os.Getenv(tpmDeviceEnv)}
+	return keys.Options{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv), TPMDevice: os.Getenv(tpmDeviceEnv), TPMPIN: os.Getenv(tpmPINEnv)}
 }
 
 // signer builds the --sign modifier, checking at start what it needs (credentials, key),
