@@ -33,7 +33,7 @@ func (o *proxyPluginOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVar(&o.headers, "header", nil, "add a header to every request, as NAME=VALUE, or NAME=@FILE to read the value from FILE (repeatable)")
 	f.StringVar(&o.clientCert, "client-cert", "", "PEM certificate for TLS client authentication to the API server (default with a pkcs11: --client-key: the certificate stored on the token under the key's label)")
-	f.StringVar(&o.clientKey, "client-key", "", "private key of --client-cert: a PEM file (path or file:PATH), a TPM 2.0 TSS2 key file, a PKCS#11 URI, pkcs11:token=T;object=O?module-path=M&pin-source=file:P, or a TPM URI, tpm:handle=0x81000001?device=D&pin-source=file:P (PIN also from $KPLUG_PKCS11_PIN, module from $KPLUG_PKCS11_MODULE, TPM device from $KPLUG_TPM_DEVICE)")
+	f.StringVar(&o.clientKey, "client-key", "", "private key of --client-cert: a PEM file (path or file:PATH), a TPM 2.0 TSS2 key file, a PKCS#11 URI, pkcs11:token=T;object=O?module-path=M&pin-source=file:P, or a TPM URI, tpm:handle=0x81000001?device=D&pin-source=file:P (PIN also from $KPLUG_PKCS11_PIN, module from $KPLUG_PKCS11_MODULE; TPM auth value from $KPLUG_TPM_PIN, TPM device from $KPLUG_TPM_DEVICE)")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "exit after this long without connections (0: only when the client exits)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9102")
 	f.BoolVar(&o.daemon, "daemon", false, "internal: serve in the foreground; the plugin starts itself this way")
