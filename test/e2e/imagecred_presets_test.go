@@ -223,14 +223,21 @@ func loadPreset(t *testing.T, p presetCase) (*imagecred.Config, *exectest.Plugin
 		t.Fatalf("preset %s: providers %+v; want %s with audience %s", p.name, cfg.Providers, p.plugin, p.audience)
 	}
 	fake := exectest.New(t).Behaviour(p.plugin)
-	for _, e := range fake.Env() {
-		k, v, _ := strings.Cut(e, "=")
-		cfg.Providers[0].Env = append(cfg.Providers[0].Env, kubeletv1.ExecEnvVar{Name: k, Value: v})
-	}
+	cfg.Providers[0].Env = append(cfg.Providers[0].Env, providerEnv(fake)...)
 	if p.env != nil {
 		cfg.Providers[0].Env = append(cfg.Providers[0].Env, p.env(t)...)
 	}
 	return cfg, fake
+}
+
+// providerEnv is the fake's environment as a provider's env in a CredentialProviderConfig.
+func providerEnv(fake *exectest.Plugin) []kubeletv1.ExecEnvVar {
+	var env []kubeletv1.ExecEnvVar
+	for _, e := range fake.Env() {
+		k, v, _ := strings.Cut(e, "=")
+		env = append(env, kubeletv1.ExecEnvVar{Name: k, Value: v})
+	}
+	return env
 }
 
 // fakePath links the fake into a new bin directory under the plugin's name.
@@ -272,12 +279,7 @@ func checkToken(t *testing.T, token, audience string, pod *corev1.Pod) {
 // the test's node.
 func createPodOnNode(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, pod, sa, image string, annotations map[string]string) *corev1.Pod {
 	t.Helper()
-	_, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: sa, Annotations: annotations},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createServiceAccount(ctx, t, client, ns, sa, annotations)
 	automount := false
 	p, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod},

@@ -248,15 +248,21 @@ func mustCreate(t *testing.T, client kubernetes.Interface, ns string) {
 	}
 }
 
-// createPod creates a service account with annotations and an unscheduled pod using it.
-func createPod(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, pod, sa, image string, annotations map[string]string) *corev1.Pod {
+// createServiceAccount creates a service account with annotations.
+func createServiceAccount(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, annotations map[string]string) {
 	t.Helper()
 	_, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: sa, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// createPod creates a service account with annotations and an unscheduled pod using it.
+func createPod(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, pod, sa, image string, annotations map[string]string) *corev1.Pod {
+	t.Helper()
+	createServiceAccount(ctx, t, client, ns, sa, annotations)
 	automount := false
 	p, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod},

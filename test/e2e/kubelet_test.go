@@ -141,10 +141,7 @@ func startKubeletNode(t *testing.T) *kubeletNode {
 		if err := os.Symlink(f.Path(), filepath.Join(n.binDir, name)); err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range f.Env() {
-			k, v, _ := strings.Cut(e, "=")
-			env = append(env, kubeletv1.ExecEnvVar{Name: k, Value: v})
-		}
+		env = append(env, providerEnv(f)...)
 		providers = append(providers, kubeletv1.CredentialProvider{Name: name, MatchImages: []string{host},
 			DefaultCacheDuration: &metav1.Duration{Duration: 10 * time.Minute}, APIVersion: "credentialprovider.kubelet.k8s.io/v1",
 			Env: env, TokenAttributes: tokens})
@@ -507,17 +504,6 @@ func (n *kubeletNode) pullFailures(ctx context.Context, pod *corev1.Pod) int {
 		}
 	}
 	return total
-}
-
-// createServiceAccount creates a service account with annotations.
-func createServiceAccount(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, annotations map[string]string) {
-	t.Helper()
-	_, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // createPod creates a pod on the node: host network (no CNI), no API token mounted.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -365,19 +366,15 @@ func killShims(dir string) {
 		}
 		args := strings.Split(string(b), "\x00")
 		if len(args) > 0 && filepath.Base(args[0]) == "containerd-shim-runc-v2" && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir) }) {
-			if p, err := os.FindProcess(atoi(e.Name())); err == nil {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if p, err := os.FindProcess(pid); err == nil {
 				_ = p.Kill()
 			}
 		}
 	}
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // unmountUnder unmounts, deepest first, every mount point under dir (overlays of
