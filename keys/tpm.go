@@ -10,7 +10,6 @@ import (
 	"io"
 	"math/big"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/google/go-tpm/tpm2"
@@ -68,7 +67,7 @@ func openTPM(u *TPMURI, o Options) (Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tpm: reading the auth value of %s from pin-source: %w", u.keyName(), err)
 		}
-		auth, explicit = strings.TrimRight(string(b), "\r\n"), true
+		auth, explicit = trimNewline(string(b)), true
 	}
 	var file *tss2Key
 	if u.File != "" {
@@ -194,18 +193,10 @@ func (k *tpmKey) load(f *tss2Key) error {
 	}
 	var parent tpm2.AuthHandle
 	if f.Parent == tpmOwnerHierarchy {
-		srk, err := tpm2.CreatePrimary{
-			PrimaryHandle: tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
-			InPublic:      tpm2.New2B(srkTemplate()),
-		}.Execute(k.tpm)
-		if errors.Is(err, tpm2.TPMRCAuthFail) || errors.Is(err, tpm2.TPMRCBadAuth) {
-			return fmt.Errorf("tpm: %s: the owner hierarchy has an auth value, so kplug cannot create the key's parent, the storage root key: %w", k.name, err)
+		if parent, err = k.storageRootKey(); err != nil {
+			return err
 		}
-		if err != nil {
-			return k.tpmError("creating its parent, the storage root key, in the owner hierarchy", err)
-		}
-		defer k.flushHandle(srk.ObjectHandle)
-		parent = tpm2.AuthHandle{Handle: srk.ObjectHandle, Name: srk.Name, Auth: tpm2.PasswordAuth(nil)}
+		defer k.flushHandle(parent.Handle)
 	} else {
 		h := tpm2.TPMHandle(uint32(f.Parent)) // #nosec G115 -- checked to be a persistent handle
 		rp, err := tpm2.ReadPublic{ObjectHandle: h}.Execute(k.tpm)
