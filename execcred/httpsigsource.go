@@ -1,16 +1,19 @@
 package execcred
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/pemkey"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // newHTTPSignatureSource returns the Source of signing material for a kubeconfig user
@@ -40,9 +43,13 @@ func newHTTPSignatureSource(cfg *rest.Config, h *HTTPSignature, o Options) (Sour
 		return nil, &ConfigError{Err: errors.New("httpSignature: the user has key files and an exec plugin: the key comes from one of them; remove the other")}
 	case h.HasKeyFiles():
 		files := &KeyFiles{CertFile: h.CertFile, KeyFile: h.KeyFile, BundleFile: h.CredentialBundleFile, Headers: h.headers()}
-		if isKeyURI(h.KeyFile) {
+		if tpm := isTPMKeyFile(h.KeyFile); tpm || isKeyURI(h.KeyFile) {
 			if o.OpenKey == nil {
-				return nil, &ConfigError{Err: fmt.Errorf("httpSignature.keyFile %q: not a file, and this program opens PEM key files only", h.KeyFile)}
+				what := "not a file"
+				if tpm {
+					what = "a TPM 2.0 key file, which signs in the TPM"
+				}
+				return nil, &ConfigError{Err: fmt.Errorf("httpSignature.keyFile %q: %s, and this program opens PEM key files only", h.KeyFile, what)}
 			}
 			key, err := o.OpenKey(h.KeyFile)
 			if err != nil {
@@ -129,4 +136,17 @@ func (f *KeyFiles) keyName() string {
 		return f.BundleFile
 	}
 	return f.KeyFile
+}
+
+// isTPMKeyFile reports whether path is a TPM 2.0 key file (TSS2 PRIVATE KEY PEM): a key
+// that stays in the TPM, which OpenKey opens there, not a key KeyFiles can read.
+func isTPMKeyFile(path string) bool {
+	f, err := privdir.OpenLinked(path) // a regular file only: never blocks on a FIFO
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	return bytes.HasPrefix(bytes.TrimLeft(head[:n], " \t\r\n"), []byte("-----BEGIN TSS2 PRIVATE KEY-----"))
 }

@@ -284,6 +284,8 @@ func TestHTTPSignatureSourceConfigErrors(t *testing.T) {
 	files := &HTTPSignature{APIVersion: HTTPSignatureAPIVersion, CertFile: "c", KeyFile: "pkcs11:token=t;object=k",
 		SignedHeaders: []SignedHeader{{Name: httpsig.AudienceHeader, Value: testAudience}}}
 	_, execCfg := signingPlugin(t, "https://k.example", "")
+	tpmFiles := *files
+	tpmFiles.KeyFile = writeFile(t, t.TempDir(), "key.tss2", "-----BEGIN TSS2 PRIVATE KEY-----\nMAA=\n-----END TSS2 PRIVATE KEY-----\n")
 	for _, tc := range []struct {
 		name string
 		cfg  *rest.Config
@@ -298,6 +300,8 @@ func TestHTTPSignatureSourceConfigErrors(t *testing.T) {
 			"httpSignature: no key: set certFile and keyFile, or credentialBundleFile, or give the user an exec plugin that returns signing material"},
 		{"a key URI without an opener", &rest.Config{Host: "https://k"}, files,
 			`httpSignature.keyFile "pkcs11:token=t;object=k": not a file, and this program opens PEM key files only`},
+		{"a TPM key file without an opener", &rest.Config{Host: "https://k"}, &tpmFiles,
+			`httpSignature.keyFile "` + tpmFiles.KeyFile + `": a TPM 2.0 key file, which signs in the TPM, and this program opens PEM key files only`},
 	} {
 		_, err := newHTTPSignatureSource(tc.cfg, tc.h, Options{})
 		var ce *ConfigError

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,4 +104,27 @@ func writeKubeconfig(path, server string, ca []byte, u *User) error {
 	cfg.Clusters["cluster"], cfg.AuthInfos[u.Name], cfg.Contexts["default"] = cluster, auth, c
 	cfg.CurrentContext = "default"
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// StartClientCertificateSigner starts a kube-controller-manager whose CSR signing
+// controller issues kubernetes.io/kube-apiserver-client certificates from the client CA,
+// with the CA's key written beside its certificate, as kubeadm's does: a
+// CertificateSigningRequest an admin approves is then signed as in a real cluster.
+func (cp *ControlPlane) StartClientCertificateSigner(ctx context.Context) (*ControllerManager, error) {
+	ca := cp.PKI.ClientCA
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	keyFile := filepath.Join(cp.PKI.Dir, "client-ca.key")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	return cp.StartControllerManager(ctx, ControllerManagerOptions{
+		Controllers: []string{"certificatesigningrequest-signing-controller"},
+		Flags: []string{
+			"--cluster-signing-kube-apiserver-client-cert-file=" + ca.File,
+			"--cluster-signing-kube-apiserver-client-key-file=" + keyFile,
+		},
+	})
 }
