@@ -13,6 +13,10 @@ needs=(
 	swtpm:swtpm                           # a software TPM 2.0 for the TPM key tests
 	swtpm_setup:swtpm-tools               # its provisioning tools, as a TPM 2.0 user has them
 	tpm2_createprimary:tpm2-tools         # TPM keys made as users make them (tpm2_encodeobject)
+	tpm2_ptool:libtpm2-pkcs11-tools       # tpm2-pkcs11 tokens, the PKCS#11 way to a TPM
+	/usr/lib/x86_64-linux-gnu/pkcs11/libtpm2_pkcs11.so:libtpm2-pkcs11-1   # its module
+	tpm2-abrmd:tpm2-abrmd                 # the resource manager tpm2-pkcs11 needs in front of a swtpm
+	/usr/lib/x86_64-linux-gnu/libtss2-tcti-tabrmd.so.0:libtss2-tcti-tabrmd0   # the TCTI that reaches it
 	dbus-daemon:dbus-daemon               # a private session bus per keyring test
 	gnome-keyring-daemon:gnome-keyring    # a real Secret Service on it (exec-cache --storage keyring)
 	secret-tool:libsecret-tools           # the Secret Service as users inspect it

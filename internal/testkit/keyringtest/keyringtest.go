@@ -80,7 +80,7 @@ func StartSecretService(t testing.TB) *SecretService {
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "data"),
 		"XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_RUNTIME_DIR="+dir, "DBUS_SESSION_BUS_ADDRESS="+bus)
 	cmd.Stdin = strings.NewReader(Password) // --unlock reads it until EOF
-	start(t, cmd, "gnome-keyring-daemon")
+	StartDaemon(t, cmd, "gnome-keyring-daemon")
 	waitReady(t, bus)
 	return s
 }
@@ -114,7 +114,7 @@ func StartBus(t testing.TB, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start(t, cmd, "dbus-daemon")
+	StartDaemon(t, cmd, "dbus-daemon")
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		t.Fatalf("dbus-daemon printed no address: %v", err)
@@ -122,10 +122,11 @@ func StartBus(t testing.TB, dir string) string {
 	return strings.TrimSpace(addr)
 }
 
-// start starts cmd in a process group of its own and, when t ends, stops the group
+// StartDaemon starts cmd in a process group of its own and, when t ends, stops the group
 // (SIGTERM, then SIGKILL after a few seconds) and waits for cmd. Its stderr is logged if
-// t failed.
-func start(t testing.TB, cmd *exec.Cmd, name string) {
+// t failed. The returned channel is closed when cmd exits, so that a caller waiting for
+// the daemon to be ready can stop waiting when it died instead.
+func StartDaemon(t testing.TB, cmd *exec.Cmd, name string) <-chan struct{} {
 	t.Helper()
 	var stderr testlog.Buffer
 	cmd.Stderr = &stderr
@@ -151,6 +152,7 @@ func start(t testing.TB, cmd *exec.Cmd, name string) {
 			t.Logf("%s stderr:\n%s", name, stderr.String())
 		}
 	})
+	return done
 }
 
 // waitReady waits until the bus has a Secret Service whose default collection exists.
