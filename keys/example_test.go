@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +22,8 @@ import (
 )
 
 // proxyOptions is the heart of a proxy plugin's Func (see execproxy/server): the client
-// certificate whose key keyURI names (a PEM file here; a pkcs11: URI keeps it on a token)
+// certificate whose key keyURI names (a PEM file here; a TPM 2.0 key file or a tpm: URI
+// keeps it in the TPM, a pkcs11: URI on a token)
 // authenticates the TLS connections to the API server, and every request is signed with an
 // KEP-6308 HTTP message signature (package httpsig). Close the returned io.Closer once
 // the proxy has stopped.
@@ -100,4 +102,45 @@ func Example() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(string(body))
 	// Output: alice signed sig1=("@method" "@authority" "@path" "@query" "x-k8s-audience")
+}
+
+// A plugin built with kplug's SDK (execproxy/server) signs KEP-6308 requests with a key
+// that stays in the TPM: `kplug key create` made the key file, and the signing CA issued
+// the certificate for it. The signer is what the proxy's ModifyRequest calls (see
+// Example); the TPM signs once per request.
+func ExampleOpenSigner() {
+	home, _ := os.UserHomeDir()
+	key, closer, err := keys.OpenSigner(home+"/.kube/kplug/sign.tss2", keys.Options{TPMDevice: os.Getenv("KPLUG_TPM_DEVICE")})
+	if err != nil {
+		fmt.Println(err) // e.g. tpm: no TPM at /dev/tpmrm0: ...
+		return
+	}
+	defer closer.Close()
+	certPEM, err := os.ReadFile(home + "/.kube/kplug/sign.crt")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		fmt.Println("sign.crt: no PEM certificate")
+		return
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	signer, err := httpsig.NewSigner(httpsig.SignerOptions{
+		Key:     httpsig.Key{Signer: key, Certificate: cert},
+		Headers: map[string]string{httpsig.AudienceHeader: "https://prod.example.com"},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://prod.example.com/api/v1/namespaces", nil)
+	if err := signer.Sign(req); err != nil {
+		fmt.Println(err)
+	}
 }

@@ -7,17 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/google/go-tpm/tpm2"
 )
 
-// TPMKeyAlgorithms are the algorithms CreateTPMKey accepts, the first its default: the
+// tpmKeyAlgorithms are the algorithms CreateTPMKey accepts, the first its default: the
 // ones TLS client authentication and KEP-6308 signing use, that TPM 2.0s commonly have.
-var TPMKeyAlgorithms = []string{"ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-3072"}
+var tpmKeyAlgorithms = []string{"ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-3072"}
+
+// TPMKeyAlgorithms returns the algorithms CreateTPMKey accepts, its default first.
+func TPMKeyAlgorithms() []string { return slices.Clone(tpmKeyAlgorithms) }
 
 // TPMKeyOptions say what key CreateTPMKey makes, and in which TPM.
 type TPMKeyOptions struct {
-	// Algorithm is one of TPMKeyAlgorithms; empty means ecdsa-p256.
+	// Algorithm is one of TPMKeyAlgorithms(); empty means ecdsa-p256.
 	Algorithm string
 	// Device is the TPM, as Options.TPMDevice; empty means DefaultTPMDevice.
 	Device string
@@ -42,7 +46,7 @@ type TPMKeyOptions struct {
 // TPM. kplug has no way to write a private key out, either.
 func CreateTPMKey(path string, o TPMKeyOptions) (crypto.PublicKey, error) {
 	if o.Algorithm == "" {
-		o.Algorithm = TPMKeyAlgorithms[0]
+		o.Algorithm = tpmKeyAlgorithms[0]
 	}
 	tmpl, err := tpmKeyTemplate(o.Algorithm)
 	if err != nil {
@@ -168,7 +172,7 @@ func tpmKeyTemplate(alg string) (tpm2.TPMTPublic, error) {
 	case "rsa-3072":
 		rsa(3072)
 	default:
-		return t, fmt.Errorf("tpm: unknown key algorithm %q: want one of %v", alg, TPMKeyAlgorithms)
+		return t, fmt.Errorf("tpm: unknown key algorithm %q: want one of %v", alg, tpmKeyAlgorithms)
 	}
 	return t, nil
 }

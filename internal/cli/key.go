@@ -90,8 +90,8 @@ ones count towards the TPM's dictionary-attack lockout.`,
   KPLUG_TPM_DEVICE=/dev/tpm0 kplug key create alice.tss2`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(keys.TPMKeyAlgorithms, o.Algorithm) {
-				return &usageError{err: fmt.Errorf("--algorithm %q: want one of %s", o.Algorithm, strings.Join(keys.TPMKeyAlgorithms, ", ")), showHelp: true}
+			if !slices.Contains(keys.TPMKeyAlgorithms(), o.Algorithm) {
+				return &usageError{err: fmt.Errorf("--algorithm %q: want one of %s", o.Algorithm, strings.Join(keys.TPMKeyAlgorithms(), ", ")), showHelp: true}
 			}
 			if o.Device == "" {
 				o.Device = os.Getenv(tpmDeviceEnv)
@@ -111,10 +111,10 @@ ones count towards the TPM's dictionary-attack lockout.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.Algorithm, "algorithm", keys.TPMKeyAlgorithms[0], "key algorithm: "+strings.Join(keys.TPMKeyAlgorithms, ", "))
+	cmd.Flags().StringVar(&o.Algorithm, "algorithm", keys.TPMKeyAlgorithms()[0], "key algorithm: "+strings.Join(keys.TPMKeyAlgorithms(), ", "))
 	cmd.Flags().StringVar(&o.Device, "device", "", "the TPM: a device such as /dev/tpm0, or a swtpm socket (default: $KPLUG_TPM_DEVICE, then "+keys.DefaultTPMDevice+")")
 	cmd.Flags().StringVar(&o.PINSource, "pin-source", "", "a file (PATH or file:PATH) holding the auth value (PIN) the key will require; default: none")
-	_ = cmd.RegisterFlagCompletionFunc("algorithm", cobra.FixedCompletions(keys.TPMKeyAlgorithms, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("algorithm", cobra.FixedCompletions(keys.TPMKeyAlgorithms(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
