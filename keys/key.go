@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/kplug/kplug/internal/pemkey"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // Source finds the private key that belongs to a certificate's public key. It is asked
@@ -94,7 +94,7 @@ func Open(uri string, o Options) (Source, error) {
 // private key. A file that cannot be read is a fileKey, which says why when asked for the
 // key.
 func openFile(path string, o Options) (Source, error) {
-	if b, err := os.ReadFile(path); err == nil && isTSS2KeyFile(b) { //nolint:gosec // the key file the user named
+	if b, err := readKeyFile(path); err == nil && isTSS2KeyFile(b) {
 		return openTPM(&TPMURI{File: path}, o)
 	}
 	return fileKey(path), nil
@@ -173,7 +173,7 @@ func OpenSigner(uri string, o Options) (crypto.Signer, io.Closer, error) {
 }
 
 func (f fileKey) soleKey() (crypto.Signer, error) {
-	b, err := os.ReadFile(string(f))
+	b, err := readKeyFile(string(f))
 	if err != nil {
 		return nil, fmt.Errorf("reading key: %w", err)
 	}
@@ -182,4 +182,26 @@ func (f fileKey) soleKey() (crypto.Signer, error) {
 		return nil, fmt.Errorf("key %s: %w", f, err)
 	}
 	return key, nil
+}
+
+// keyFileLimit bounds a key file: an 8192-bit RSA key in PEM is under 7 KiB.
+const keyFileLimit = 1 << 20
+
+// readKeyFile reads a key file: a regular file, through symbolic links (people link keys
+// from elsewhere), never blocking on a FIFO nor reading a device such as /dev/zero without
+// end, at most keyFileLimit bytes.
+func readKeyFile(path string) ([]byte, error) {
+	f, err := privdir.OpenLinked(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, keyFileLimit+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > keyFileLimit {
+		return nil, fmt.Errorf("%s is larger than %d bytes, too large for a key file", path, keyFileLimit)
+	}
+	return b, nil
 }

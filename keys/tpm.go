@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"os"
 	"sync"
 
 	"github.com/google/go-tpm/tpm2"
@@ -71,7 +70,7 @@ func openTPM(u *TPMURI, o Options) (Source, error) {
 	}
 	var file *tss2Key
 	if u.File != "" {
-		b, err := os.ReadFile(u.File)
+		b, err := readKeyFile(u.File)
 		if err != nil {
 			return nil, fmt.Errorf("tpm: reading key: %w", err)
 		}
