@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kplug/kplug/internal/privdir"
 	"github.com/kplug/kplug/keys"
 )
 
@@ -89,7 +90,7 @@ ones count towards the TPM's dictionary-attack lockout.`,
   kplug key create --algorithm rsa-2048 --pin-source ~/.kube/kplug/pin ~/.kube/kplug/alice.tss2
   KPLUG_TPM_DEVICE=/dev/tpm0 kplug key create alice.tss2`,
 		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(_ *cobra.Command, args []string) error {
 			if !slices.Contains(keys.TPMKeyAlgorithms(), o.Algorithm) {
 				return &usageError{err: fmt.Errorf("--algorithm %q: want one of %s", o.Algorithm, strings.Join(keys.TPMKeyAlgorithms(), ", ")), showHelp: true}
 			}
@@ -507,7 +508,7 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 		return err
 	}
 	_ = c.Close()
-	b, err := os.ReadFile(certFile)
+	b, err := readLinked(certFile, 1<<20)
 	if err != nil {
 		return fmt.Errorf("--cert-file: %w", err)
 	}
@@ -570,7 +571,7 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 		_, err = stdout.Write(data)
 		return err
 	}
-	f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) //nolint:gosec // the user names the new file
+	f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("--out %s already exists: kplug does not replace a kubeconfig (merge it with KUBECONFIG=%s:... instead)", o.out, o.out)
 	}
@@ -615,4 +616,14 @@ func keyAlgorithm(pub crypto.PublicKey) string {
 		return fmt.Sprintf("RSA %d", k.N.BitLen())
 	}
 	return fmt.Sprintf("%T", pub)
+}
+
+// readLinked reads at most limit bytes of a regular file the user names, through links.
+func readLinked(path string, limit int64) ([]byte, error) {
+	f, err := privdir.OpenLinked(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
 }
