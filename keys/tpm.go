@@ -20,6 +20,10 @@ import (
 // tpmPINEnvName is the environment variable the CLI reads Options.TPMPIN from, for messages.
 const tpmPINEnvName = "KPLUG_TPM_PIN"
 
+// tpmDeviceEnvName is the environment variable the CLI reads Options.TPMDevice from, for
+// messages.
+const tpmDeviceEnvName = "KPLUG_TPM_DEVICE"
+
 // DefaultTPMDevice is the TPM that TPM key files and tpm: URIs without device= use on
 // Linux: the kernel's resource manager, which many programs may use at once (/dev/tpm0
 // admits one). Windows reaches its TPM through TBS, the TPM Base Services, and has no path.

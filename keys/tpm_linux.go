@@ -34,8 +34,12 @@ func openTPMDevice(path string) (transport.TPMCloser, string, error) {
 	}
 	fi, err := os.Stat(path)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist) && tpmDeviceName.MatchString(path):
 		return nil, path, fmt.Errorf("tpm: no TPM at %s: this machine has no TPM 2.0 or its driver is not loaded (ls /dev/tpm*), or give the TPM with device=", path)
+	case errors.Is(err, os.ErrNotExist):
+		// A path the user gave (device=, $KPLUG_TPM_DEVICE) that is not a TPM device's
+		// name: the machine may well have a TPM, so say where the path came from.
+		return nil, path, fmt.Errorf("tpm: no TPM at %s: nothing is there; check the device= of the tpm: URI or $%s (a TPM device such as %s, or the socket of a running swtpm)", path, tpmDeviceEnvName, DefaultTPMDevice)
 	case err != nil:
 		return nil, path, fmt.Errorf("tpm: TPM %s: %w", path, err)
 	case fi.Mode()&os.ModeSocket != 0:
@@ -133,7 +137,9 @@ func (s *tpmSocket) Read(p []byte) (int, error) {
 
 func (s *tpmSocket) timeout(err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("the TPM socket %s did not answer within %v", s.shown, tpmCommandTimeout)
+		// swtpm serves one connection at a time and queues the others: a TPM that does
+		// not answer is most often one that another program holds.
+		return fmt.Errorf("the TPM socket %s did not answer within %v: it is busy (swtpm serves one connection at a time, and another program holds it) or hung", s.shown, tpmCommandTimeout)
 	}
 	return err
 }

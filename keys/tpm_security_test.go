@@ -153,7 +153,7 @@ func TestSecurityTPMSocketTimeout(t *testing.T) {
 	sock := filepath.Join(dir, "tpm")
 	listenUnix(t, sock, false)
 	_, _, err = keys.OpenSigner("tpm:handle=0x81000001?device="+sock, keys.Options{})
-	want := "the TPM socket " + sock + " did not answer within 300ms"
+	want := "the TPM socket " + sock + " did not answer within 300ms: it is busy (swtpm serves one connection at a time, and another program holds it) or hung"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("OpenSigner(a socket that never answers) = %v, want ...%q...", err, want)
 	}

@@ -25,25 +25,19 @@ import (
 	"github.com/kplug/kplug/keys"
 )
 
-// srkAttrs are the attributes of the standard storage root key, which tpm2-openssl and
-// tpm2-tss-engine create as a key file's parent 0x40000001.
-const srkAttrs = "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|decrypt"
+// srkAttrs are the attributes of the standard storage root key.
+const srkAttrs = swtpm.SRKAttributes
 
-// toolsKeyFile creates a key of algorithm alg (a tpm2_create -G value) under the standard
-// SRK with tpm2-tools, as a user following the tpm2-openssl docs would, and writes it as a
-// TSS2 key file with tpm2_encodeobject. A non-empty auth becomes its auth value.
+// toolsKeyFile creates a key of algorithm alg (a tpm2_create -G value) with tpm2-tools as
+// swtpm.TPM.KeyFile does and returns its TSS2 key file. A non-empty auth becomes its auth
+// value.
 func toolsKeyFile(t *testing.T, tpm *swtpm.TPM, name, alg, auth string) string {
 	t.Helper()
-	mustTool(t, tpm, "createprimary", "-C", "o", "-G", "ecc", "-a", srkAttrs, "-c", "srk.ctx")
-	create := []string{"-C", "srk.ctx", "-G", alg, "-u", name + ".pub", "-r", name + ".priv"}
-	encode := []string{"-C", "srk.ctx", "-u", name + ".pub", "-r", name + ".priv", "-o", name + ".tss2"}
-	if auth != "" {
-		create = append(create, "-p", auth)
-		encode = append(encode, "-p")
+	path, _, err := tpm.KeyFile(name, alg, auth)
+	if err != nil {
+		t.Fatal(err)
 	}
-	mustTool(t, tpm, "create", create...)
-	mustTool(t, tpm, "encodeobject", encode...)
-	return filepath.Join(tpm.Dir, name+".tss2")
+	return path
 }
 
 func mustTool(t *testing.T, tpm *swtpm.TPM, name string, args ...string) []byte {
@@ -324,8 +318,10 @@ func TestTPMDeviceErrors(t *testing.T) {
 	if err := os.WriteFile(notDevice, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	noSocket := filepath.Join(t.TempDir(), "tpm.sock")
 	for _, tc := range []struct{ device, want string }{
-		{"/nonexistent/tpmrm0", "tpm: no TPM at /nonexistent/tpmrm0: this machine has no TPM 2.0 or its driver is not loaded (ls /dev/tpm*), or give the TPM with device="},
+		{"/dev/tpmrm97", "tpm: no TPM at /dev/tpmrm97: this machine has no TPM 2.0 or its driver is not loaded (ls /dev/tpm*), or give the TPM with device="},
+		{noSocket, "tpm: no TPM at " + noSocket + ": nothing is there; check the device= of the tpm: URI or $KPLUG_TPM_DEVICE (a TPM device such as /dev/tpmrm0, or the socket of a running swtpm)"},
 		{notDevice, "tpm: " + notDevice + " is not a TPM device (a character device such as /dev/tpmrm0) or a TPM socket"},
 	} {
 		_, _, err := keys.OpenSigner("tpm:handle=0x81000001?device="+tc.device, keys.Options{})

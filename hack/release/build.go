@@ -50,6 +50,7 @@ func parsePlatforms(s string) ([]platform, error) {
 type options struct {
 	out, version, syft, source string
 	platforms                  []platform
+	archivesOnly               bool     // stop after the archives and SHA256SUMS
 	environ                    []string // the builder's environment, os.Environ(): read, never passed on whole
 }
 
@@ -112,13 +113,7 @@ func build(ctx context.Context, o options) error {
 		}
 		built = append(built, a)
 	}
-	if err := writeKrewManifest(filepath.Join(src, "deploy", "krew", "kplug.yaml"), filepath.Join(dist, krewManifest), o.version, built); err != nil {
-		return err
-	}
-	if err := writeImage(ctx, filepath.Join(dist, "image"), src, o.version, c, built); err != nil {
-		return err
-	}
-	if err := writeModuleProxy(filepath.Join(dist, goProxyDir), src, o.version, c); err != nil {
+	if err := writeRest(ctx, o, src, dist, c, built); err != nil {
 		return err
 	}
 	if err := writeChecksums(dist); err != nil {
@@ -132,6 +127,21 @@ func build(ctx context.Context, o options) error {
 	}
 	fmt.Fprintf(os.Stderr, "release: %s for %d platforms in %s\n", o.version, len(built), out)
 	return nil
+}
+
+// writeRest writes what a release holds besides the archives: the krew manifest, the
+// image and the module proxy, unless only the archives are asked for.
+func writeRest(ctx context.Context, o options, src, dist string, c commit, built []archive) error {
+	if o.archivesOnly {
+		return nil
+	}
+	if err := writeKrewManifest(filepath.Join(src, "deploy", "krew", "kplug.yaml"), filepath.Join(dist, krewManifest), o.version, built); err != nil {
+		return err
+	}
+	if err := writeImage(ctx, filepath.Join(dist, "image"), src, o.version, c, built); err != nil {
+		return err
+	}
+	return writeModuleProxy(filepath.Join(dist, goProxyDir), src, o.version, c)
 }
 
 // archive is one platform's build: its staged files, archive and SBOM.
@@ -175,6 +185,10 @@ func buildPlatform(ctx context.Context, o options, tc toolchain, c commit, src, 
 	}
 	sum := sha256.Sum256(data)
 	a.sha256 = hex.EncodeToString(sum[:])
+	if o.archivesOnly {
+		fmt.Fprintf(os.Stderr, "release: %s\n", a.name)
+		return a, nil
+	}
 	if a.sbom, err = makeSBOM(ctx, o.syft, a.stage, o.version, c.time, o.environ, formulation(tc, p, built)); err != nil {
 		return a, fmt.Errorf("SBOM for %s: %w", p, err)
 	}

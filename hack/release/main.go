@@ -10,6 +10,10 @@
 //
 //	go run ./hack/release --version v1.2.3 --syft _output/bin/syft --out _output/release
 //	go run ./hack/release push --layout _output/release/image registry.example/kplug:v1.2.3
+//
+// With --archives-only it stops after the archives and SHA256SUMS, for any subset of
+// platforms and without syft: the end-to-end tests take the binary they run from such an
+// archive, so that they test the very binary a release ships.
 package main
 
 import (
@@ -51,6 +55,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.syft, "syft", "", "path of the pinned syft that makes the SBOMs (required)")
 	fs.StringVar(&o.source, "source", ".", "the kplug checkout to build")
 	platforms := fs.String("platforms", strings.Join(defaultPlatforms, ","), "GOOS/GOARCH pairs to build, comma-separated")
+	fs.BoolVar(&o.archivesOnly, "archives-only", false, "write only the archives and SHA256SUMS (no SBOMs, krew manifest, image or module proxy; --syft not needed), e.g. for tests that run a release's binary")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -61,7 +66,7 @@ func run(ctx context.Context, args []string) error {
 	if o.platforms, err = parsePlatforms(*platforms); err != nil {
 		return usageError{err}
 	}
-	if o.version == "" || o.syft == "" {
+	if o.version == "" || o.syft == "" && !o.archivesOnly {
 		return usageError{errors.New("--version and --syft are required (make release passes them)")}
 	}
 	return build(ctx, o)
