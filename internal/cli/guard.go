@@ -43,7 +43,8 @@ func pluginGuard(g *globals) (*execcache.Guard, error) {
 //
 // Under such a policy the key URI is the exec block's, not the user's, so a tpm: URI may
 // not choose the TPM (device=) nor the file whose content goes to it as the auth value
-// (pin-source=), and $KPLUG_TPM_DEVICE must be the client's (issue 30 review, F1).
+// (pin-source=), and $KPLUG_TPM_DEVICE, $KPLUG_TPM_PIN and $KPLUG_PKCS11_PIN must be the
+// client's (issue 30 review, F1; second review, N1).
 func guardedKeyOptions(guard *execcache.Guard, flag, uri string) (keys.Options, error) {
 	ko := keyOptions()
 	if guard == nil || !guard.Restricts() {
@@ -52,9 +53,18 @@ func guardedKeyOptions(guard *execcache.Guard, flag, uri string) (keys.Options, 
 	if err := refuseTPMQuery(uri, "a credential plugin policy restricts what an exec block chooses"); err != nil {
 		return ko, invalidConfig(fmt.Errorf("%s: %w", flag, err))
 	}
-	if ko.TPMDevice != "" {
-		if client, known := guard.ClientEnv(tpmDeviceEnv); !known || client != ko.TPMDevice {
-			return ko, invalidConfig(fmt.Errorf("%s: $%s is set by the exec block, not by the client that runs kplug: a credential plugin policy restricts what an exec block chooses, and the TPM receives the key's auth value; set it in your own environment", flag, tpmDeviceEnv))
+	// The TPM a key's auth value goes to, and the PINs sent to a TPM or token, where each
+	// wrong one counts towards locking out every key there (issue 30 second review, N1).
+	for _, env := range []struct{ name, value, why string }{
+		{tpmDeviceEnv, ko.TPMDevice, "the TPM receives the key's auth value"},
+		{tpmPINEnv, ko.TPMPIN, "a wrong auth value counts towards the TPM's lockout of all its keys"},
+		{pkcs11PINEnv, ko.PIN, "a wrong PIN counts towards the token's lockout"},
+	} {
+		if env.value == "" {
+			continue
+		}
+		if client, known := guard.ClientEnv(env.name); !known || client != env.value {
+			return ko, invalidConfig(fmt.Errorf("%s: $%s is set by the exec block, not by the client that runs kplug: a credential plugin policy restricts what an exec block chooses, and %s; set it in your own environment", flag, env.name, env.why))
 		}
 	}
 	if !strings.HasPrefix(strings.ToLower(uri), "pkcs11:") {

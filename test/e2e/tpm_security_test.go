@@ -20,10 +20,12 @@ import (
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
-// TestSecurityExecBlockCannotChooseTheTPM (the issue 30 review's F1, through the real
-// kubectl): under a kuberc policy that restricts plugins, an exec block that runs kplug
-// proxy-plugin may not choose the TPM its key's auth value goes to (device= in a tpm: URI,
-// or $KPLUG_TPM_DEVICE in its env) nor the file read as that auth value (pin-source=).
+// TestSecurityExecBlockCannotChooseTheTPM (the issue 30 review's F1 and the second
+// review's N1, through the real kubectl): under a kuberc policy that restricts plugins, an
+// exec block that runs kplug proxy-plugin may not choose the TPM its key's auth value goes
+// to (device= in a tpm: URI, or $KPLUG_TPM_DEVICE in its env), the file read as that auth
+// value (pin-source=), nor the PIN itself ($KPLUG_TPM_PIN, $KPLUG_PKCS11_PIN), each wrong
+// one counting towards locking out every key of the TPM or token.
 // The "TPM" is a listener that records what it is sent, in a private directory of the
 // user's (so that kplug's own socket checks pass): under the policy it must receive
 // nothing. Without a policy the same exec blocks do reach it, which shows that the
@@ -67,6 +69,10 @@ func TestSecurityExecBlockCannotChooseTheTPM(t *testing.T) {
 		"device":     block(nil, "tpm:file="+keyFile+"?device="+socket),
 		"pin-source": block([]clientcmdapi.ExecEnvVar{{Name: "KPLUG_TPM_DEVICE", Value: socket}}, "tpm:file="+keyFile+"?pin-source=file:"+secret),
 		"device-env": block([]clientcmdapi.ExecEnvVar{{Name: "KPLUG_TPM_DEVICE", Value: socket}}, keyFile),
+		// The second review's N1: a wrong PIN from the exec block, sent on every run, locks
+		// out every key of the TPM (or token) the user's own environment names.
+		"pin-env":        block([]clientcmdapi.ExecEnvVar{{Name: "KPLUG_TPM_PIN", Value: "not-your-pin"}}, keyFile),
+		"pkcs11-pin-env": block([]clientcmdapi.ExecEnvVar{{Name: "KPLUG_PKCS11_PIN", Value: "0000"}}, "pkcs11:token=t;object=o"),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,24 +90,32 @@ func TestSecurityExecBlockCannotChooseTheTPM(t *testing.T) {
 		}
 		return errOut.String()
 	}
-	for _, tc := range []struct{ context, want string }{
-		{"device", "a tpm: URI here may not have device= or pin-source="},
-		{"pin-source", "a tpm: URI here may not have device= or pin-source="},
-		{"device-env", "$KPLUG_TPM_DEVICE is set by the exec block, not by the client that runs kplug"},
+	for _, tc := range []struct {
+		context, want string
+		env           []string // the client's own environment
+		control       bool     // without a policy, the exec block reaches the socket
+	}{
+		{"device", "a tpm: URI here may not have device= or pin-source=", nil, true},
+		{"pin-source", "a tpm: URI here may not have device= or pin-source=", nil, true},
+		{"device-env", "$KPLUG_TPM_DEVICE is set by the exec block, not by the client that runs kplug", nil, true},
+		{"pin-env", "$KPLUG_TPM_PIN is set by the exec block, not by the client that runs kplug", []string{"KPLUG_TPM_DEVICE=" + socket}, true},
+		{"pkcs11-pin-env", "$KPLUG_PKCS11_PIN is set by the exec block, not by the client that runs kplug", nil, false},
 	} {
 		t.Run(tc.context, func(t *testing.T) {
-			errOut := kubectl([]string{"KUBERC=" + kuberc}, tc.context)
+			errOut := kubectl(append([]string{"KUBERC=" + kuberc}, tc.env...), tc.context)
 			if !strings.Contains(errOut, tc.want) {
 				t.Errorf("under the policy, stderr lacks %q:\n%s", tc.want, errOut)
 			}
 			if got := received(); len(got) > 0 {
 				t.Errorf("under the policy, the exec block's TPM was sent %d bytes", len(got))
 			}
+			if !tc.control {
+				return
+			}
 			// Without a policy the exec block is trusted as kubectl trusts it, and the same
 			// block reaches its TPM: the policy is what stopped it above.
-			kubectl([]string{"KUBERC=off"}, tc.context)
-			got := received()
-			if len(got) == 0 {
+			kubectl(append([]string{"KUBERC=off"}, tc.env...), tc.context)
+			if len(received()) == 0 {
 				t.Error("without a policy the exec block's TPM was never reached: the test does not show what the policy stops")
 			}
 		})
