@@ -90,7 +90,10 @@ ones count towards the TPM's dictionary-attack lockout.`,
   kplug key create --algorithm rsa-2048 --pin-source ~/.kube/kplug/pin ~/.kube/kplug/alice.tss2
   KPLUG_TPM_DEVICE=/dev/tpm0 kplug key create alice.tss2`,
 		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("pin-source") && o.PINSource == "" {
+				return &usageError{err: errors.New("--pin-source is empty: give the file holding the PIN, or leave the flag out for a key without one"), showHelp: true}
+			}
 			if !slices.Contains(keys.TPMKeyAlgorithms(), o.Algorithm) {
 				return &usageError{err: fmt.Errorf("--algorithm %q: want one of %s", o.Algorithm, strings.Join(keys.TPMKeyAlgorithms(), ", ")), showHelp: true}
 			}
@@ -119,13 +122,10 @@ ones count towards the TPM's dictionary-attack lockout.`,
 	return cmd
 }
 
-// openKey opens KEY as proxy-plugin opens --client-key, for one command.
+// openKey opens KEY as proxy-plugin opens --client-key, for one command. Its errors are
+// keys', which name the key without a URI's query, where a secret may have been typed.
 func openKey(ref string) (crypto.Signer, io.Closer, error) {
-	s, c, err := keys.OpenSigner(ref, keyOptions())
-	if err != nil {
-		return nil, nil, fmt.Errorf("key %s: %w", ref, err)
-	}
-	return s, c, nil
+	return keys.OpenSigner(ref, keyOptions())
 }
 
 func newKeyPublicCommand(*globals) *cobra.Command {
@@ -258,6 +258,9 @@ func (o *requestCertificateOptions) run(ctx context.Context, g *globals, ref str
 	if err := o.subject.check(); err != nil {
 		return err
 	}
+	if err := checkCertificateTarget(o.certFile); err != nil {
+		return err
+	}
 	if o.expiration != 0 && o.expiration < 10*time.Minute {
 		return &usageError{err: fmt.Errorf("--expiration %v: the API accepts at least 10m", o.expiration), showHelp: true}
 	}
@@ -305,10 +308,14 @@ func (o *requestCertificateOptions) run(ctx context.Context, g *globals, ref str
 		secs := int32(o.expiration / time.Second) //nolint:gosec // a lifetime in seconds fits
 		obj.Spec.ExpirationSeconds = &secs
 	}
-	_, err = csrs.Create(ctx, obj, metav1.CreateOptions{})
+	createCtx, cancel := context.WithTimeout(ctx, apiRequestTimeout)
+	_, err = csrs.Create(createCtx, obj, metav1.CreateOptions{})
+	cancel()
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		existing, gerr := csrs.Get(ctx, name, metav1.GetOptions{})
+		getCtx, cancel := context.WithTimeout(ctx, apiRequestTimeout)
+		existing, gerr := csrs.Get(getCtx, name, metav1.GetOptions{})
+		cancel()
 		if gerr != nil {
 			return fmt.Errorf("certificatesigningrequest %s: %w", name, gerr)
 		}
@@ -322,16 +329,18 @@ func (o *requestCertificateOptions) run(ctx context.Context, g *globals, ref str
 		fmt.Fprintf(g.io.Err, "certificatesigningrequest %s created for user %q; waiting for approval (your admin runs: kubectl certificate approve %s)\n", name, o.subject.user, name)
 	}
 	cert, err := waitForCertificate(ctx, func(ctx context.Context) (*certificatesv1.CertificateSigningRequest, error) {
+		ctx, cancel := context.WithTimeout(ctx, apiRequestTimeout)
+		defer cancel()
 		return csrs.Get(ctx, name, metav1.GetOptions{})
 	}, o.wait)
 	if err != nil {
 		return fmt.Errorf("certificatesigningrequest %s: %w", name, err)
 	}
-	x, err := parseIssued(cert, s.Public())
+	x, chain, err := checkIssued(cert, s.Public(), o.subject, time.Now())
 	if err != nil {
 		return fmt.Errorf("certificatesigningrequest %s: %w", name, err)
 	}
-	if err := replaceFile(o.certFile, cert); err != nil {
+	if err := replaceFile(o.certFile, chain); err != nil {
 		return fmt.Errorf("writing the certificate: %w", err)
 	}
 	fmt.Fprintf(g.io.Err, "wrote %s: user %q, groups %q, valid until %s\n", o.certFile, x.Subject.CommonName, x.Subject.Organization, x.NotAfter.UTC().Format(time.RFC3339))
@@ -354,9 +363,9 @@ func waitForCertificate(ctx context.Context, get func(context.Context) (*certifi
 			for _, c := range csr.Status.Conditions {
 				switch c.Type {
 				case certificatesv1.CertificateDenied:
-					return nil, fmt.Errorf("denied (%s): %s", c.Reason, c.Message)
+					return nil, fmt.Errorf("denied (%q): %q", c.Reason, c.Message)
 				case certificatesv1.CertificateFailed:
-					return nil, fmt.Errorf("the signer failed (%s): %s", c.Reason, c.Message)
+					return nil, fmt.Errorf("the signer failed (%q): %q", c.Reason, c.Message)
 				case certificatesv1.CertificateApproved:
 					approved = true
 				}
@@ -381,6 +390,80 @@ func csrNameOf(csr *certificatesv1.CertificateSigningRequest) string {
 		return "NAME"
 	}
 	return csr.Name
+}
+
+// apiRequestTimeout bounds each request to the API server; --wait bounds the whole wait.
+const apiRequestTimeout = 30 * time.Second
+
+// maxIssuedBytes bounds what kplug takes from a CertificateSigningRequest's status: a
+// client certificate and its chain are a few KiB.
+const maxIssuedBytes = 1 << 20
+
+// checkIssued checks what the cluster issued before kplug writes it where a running proxy
+// will pick it up (issue 30 second review, N4): PEM certificates only, the first for key,
+// for the user and groups asked for, for client authentication, valid now. It returns the
+// leaf and the chain re-encoded, so that nothing but certificates is written.
+func checkIssued(b []byte, key crypto.PublicKey, want subjectOptions, now time.Time) (*x509.Certificate, []byte, error) {
+	if len(b) > maxIssuedBytes {
+		return nil, nil, fmt.Errorf("the issued certificate is %d bytes, more than a certificate chain (%d)", len(b), maxIssuedBytes)
+	}
+	var certs []*x509.Certificate
+	for rest := b; len(bytes.TrimSpace(rest)) > 0; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil || block.Type != "CERTIFICATE" {
+			return nil, nil, errors.New("the issued certificate holds something other than PEM certificates")
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the issued certificate: %w", err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, nil, errors.New("the issued certificate is empty")
+	}
+	x := certs[0]
+	if eq, ok := key.(interface{ Equal(crypto.PublicKey) bool }); !ok || !eq.Equal(x.PublicKey) {
+		return nil, nil, errors.New("the issued certificate is for another key")
+	}
+	gotGroups, wantGroups := slices.Sorted(slices.Values(x.Subject.Organization)), slices.Sorted(slices.Values(want.groups))
+	if x.Subject.CommonName != want.user || !slices.Equal(slices.Compact(gotGroups), slices.Compact(wantGroups)) {
+		return nil, nil, fmt.Errorf("the issued certificate is for user %q in groups %q, not the user %q in groups %q asked for", x.Subject.CommonName, x.Subject.Organization, want.user, want.groups)
+	}
+	if !slices.Contains(x.ExtKeyUsage, x509.ExtKeyUsageClientAuth) && !slices.Contains(x.ExtKeyUsage, x509.ExtKeyUsageAny) {
+		return nil, nil, errors.New("the issued certificate is not for client authentication")
+	}
+	if now.Before(x.NotBefore) || now.After(x.NotAfter) {
+		return nil, nil, fmt.Errorf("the issued certificate is valid from %s to %s, not now", x.NotBefore.UTC().Format(time.RFC3339), x.NotAfter.UTC().Format(time.RFC3339))
+	}
+	var out []byte
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	return x, out, nil
+}
+
+// checkCertificateTarget refuses to replace a file that holds anything but certificates:
+// a mistyped --cert-file naming the key file would destroy the key (issue 30 second
+// review, N5).
+func checkCertificateTarget(path string) error {
+	b, err := readLinked(path, maxIssuedBytes+1)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--cert-file: %w", err)
+	}
+	rest := b
+	for len(bytes.TrimSpace(rest)) > 0 {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil || block.Type != "CERTIFICATE" {
+			return &usageError{err: fmt.Errorf("--cert-file %s exists and holds something other than PEM certificates (a key?): kplug replaces only a certificate file", path)}
+		}
+	}
+	return nil
 }
 
 // parseIssued checks that the issued certificate is for key and a client certificate.
@@ -448,6 +531,9 @@ func replaceFile(path string, b []byte) error {
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -503,6 +589,9 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 	if err != nil {
 		return err
 	}
+	if ref, err = absoluteKeyRef(g, ref); err != nil {
+		return err
+	}
 	s, c, err := openKey(ref)
 	if err != nil {
 		return err
@@ -518,11 +607,6 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 	}
 	if time.Now().After(x.NotAfter) {
 		return invalidConfig(fmt.Errorf("--cert-file %s: the certificate for %q expired at %s", certFile, x.Subject.CommonName, x.NotAfter.UTC().Format(time.RFC3339)))
-	}
-	if !strings.Contains(ref, ":") || strings.HasPrefix(ref, "file:") {
-		if ref, err = filepath.Abs(strings.TrimPrefix(ref, "file:")); err != nil {
-			return err
-		}
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.kubeconfig.loadingRules(), &clientcmd.ConfigOverrides{CurrentContext: o.kubeconfig.context})
 	raw, err := cc.RawConfig()
@@ -588,6 +672,42 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 	}
 	fmt.Fprintf(g.io.Err, "wrote %s: context %q, user %q through kplug proxy-plugin; try: kplug run --kubeconfig %s -- kubectl auth whoami\n", o.out, name, x.Subject.CommonName, o.out)
 	return nil
+}
+
+// absoluteKeyRef is KEY as the written kubeconfig gives it to proxy-plugin, which runs
+// in whatever directory the client runs in: a path made absolute, and a tpm: or pkcs11:
+// URI whose paths are absolute already (issue 30 second review, N3: a relative pin-source
+// or module-path would be read, or loaded, from that directory). device= and pin-source=
+// are kept with a warning: under a kuberc policy, proxy-plugin refuses them from an exec
+// block.
+func absoluteKeyRef(g *globals, ref string) (string, error) {
+	var paths map[string]string
+	switch lower := strings.ToLower(ref); {
+	case strings.HasPrefix(lower, "tpm:"):
+		u, err := keys.ParseTPMURI("tpm:" + ref[len("tpm:"):])
+		if err != nil {
+			return "", invalidConfig(err)
+		}
+		paths = map[string]string{"file=": u.File, "pin-source=": u.PINSource, "device=": u.Device}
+		if u.Device != "" || u.PINSource != "" {
+			fmt.Fprintf(g.io.Err, "warning: the key's device= and pin-source= go into the kubeconfig, and under a kuberc credential plugin policy proxy-plugin refuses them from an exec block; set $%s and $%s in your environment instead\n", tpmDeviceEnv, tpmPINEnv)
+		}
+	case strings.HasPrefix(lower, "pkcs11:"):
+		u, err := keys.ParsePKCS11URI("pkcs11:" + ref[len("pkcs11:"):])
+		if err != nil {
+			return "", invalidConfig(err)
+		}
+		paths = map[string]string{"module-path=": u.ModulePath, "pin-source=": u.PINSource}
+	default:
+		abs, err := filepath.Abs(strings.TrimPrefix(ref, "file:"))
+		return abs, err
+	}
+	for attr, p := range paths {
+		if p != "" && !filepath.IsAbs(p) {
+			return "", invalidConfig(fmt.Errorf("the key URI's %s%s is a relative path, which proxy-plugin would resolve in whatever directory kubectl runs in: give an absolute path", attr, p))
+		}
+	}
+	return ref, nil
 }
 
 // kplugCommand is how an exec block names this program: "kplug" when that is what PATH

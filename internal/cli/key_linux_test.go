@@ -38,8 +38,23 @@ func TestKeyCommands(t *testing.T) {
 	if code != ExitUsage || !strings.Contains(errOut, `--algorithm "dsa": want one of ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072`) {
 		t.Errorf("key create --algorithm dsa: %d %q", code, errOut)
 	}
+	// The second review's N7: an unset variable as --pin-source made a key without a PIN.
+	code, _, errOut = run(t, "key", "create", "--pin-source", "", filepath.Join(dir, "other"))
+	if code != ExitUsage || !strings.Contains(errOut, "--pin-source is empty") {
+		t.Errorf("key create --pin-source '': %d %q", code, errOut)
+	}
 	if _, err := os.Lstat(filepath.Join(dir, "other")); err == nil {
 		t.Error("a refused key create left a file")
+	}
+	// The second review's N6: a mistyped pin-value is not echoed.
+	for _, args := range [][]string{
+		{"key", "public", "tpm:file=" + key + "?pin-valueSECRET1"},
+		{"key", "public", "tpm:file=" + key + "?pin-value=SECRET1"},
+		{"key", "csr", "pkcs11:token=t;object=o?pin-value=SECRET1", "--user", "alice"},
+	} {
+		if code, _, errOut := run(t, args...); code == ExitOK || strings.Contains(errOut, "SECRET1") {
+			t.Errorf("%v: %d, stderr %q shows the secret", args, code, errOut)
+		}
 	}
 
 	code, out, _ = run(t, "key", "public", key)
@@ -136,8 +151,17 @@ current-context: prod
 		{[]string{"--cert-file", otherCert.CertFile}, ExitUsage, "the certificate is for another key"},
 		{[]string{}, ExitUsage, "--cert-file is required"},
 		{[]string{"--cert-file", certFile, "--context", "nope"}, ExitUsage, `no context "nope"`},
+		// The second review's N3: paths inside a key URI stay relative, and proxy-plugin
+		// would read (or load) them in whatever directory kubectl runs in.
+		{[]string{"tpm:file=alice.tss2", "--cert-file", certFile}, ExitUsage, "the key URI's file=alice.tss2 is a relative path"},
+		{[]string{"tpm:file=" + key + "?pin-source=file:pin", "--cert-file", certFile}, ExitUsage, "the key URI's pin-source=pin is a relative path"},
+		{[]string{"pkcs11:token=t;object=o?module-path=lib.so", "--cert-file", certFile}, ExitUsage, "the key URI's module-path=lib.so is a relative path"},
 	} {
-		code, _, errOut := run(t, append([]string{"key", "kubeconfig", key, "--kubeconfig", source}, tc.args...)...)
+		ref := key
+		if len(tc.args) > 0 && strings.Contains(tc.args[0], ":") {
+			ref, tc.args = tc.args[0], tc.args[1:]
+		}
+		code, _, errOut := run(t, append([]string{"key", "kubeconfig", ref, "--kubeconfig", source}, tc.args...)...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("key kubeconfig %v: %d %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
