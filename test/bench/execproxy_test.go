@@ -102,7 +102,7 @@ func kplugProxyPath(b *testing.B, u *watchUpstream) path {
 
 // startKplugProxy serves a kplug exec proxy to upstream, with the options mutate sets,
 // and returns a client that reaches upstream through it.
-func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Options)) *http.Client {
+func startKplugProxy(b testing.TB, upstream *rest.Config, mutate func(*server.Options)) *http.Client {
 	dir, err := os.MkdirTemp("", "kpb") // short: unix socket paths are limited
 	if err != nil {
 		b.Fatal(err)
@@ -164,7 +164,7 @@ func startKplugProxy(b *testing.B, upstream *rest.Config, mutate func(*server.Op
 }
 
 // get sends one small GET through p and reads the whole answer.
-func (p path) get(b *testing.B) {
+func (p path) get(b testing.TB) {
 	req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, p.base+"/api/v1/pods", nil)
 	resp, err := p.client.Do(req)
 	if err != nil {

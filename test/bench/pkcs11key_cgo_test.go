@@ -3,13 +3,9 @@
 package bench
 
 import (
-	"crypto"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/kplug/kplug/internal/testkit/softhsm"
 	"github.com/kplug/kplug/internal/testkit/testpki"
@@ -32,15 +28,4 @@ func pkcs11Key(b *testing.B, ca *testpki.CA, dir string) (certFile, keyURI strin
 		return "", "", err
 	}
 	return issueClient(b, ca, "pkcs11", pub), tok.URI("bench", pin), nil
-}
-
-// issueClient writes a client certificate from ca for pub, a key held elsewhere (a
-// PKCS#11 token), and returns its path.
-func issueClient(b *testing.B, ca *testpki.CA, name string, pub crypto.PublicKey) string {
-	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	path, err := ca.IssueFor(name, tmpl, pub, time.Now().Add(time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return path
 }
