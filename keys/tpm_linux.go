@@ -116,6 +116,10 @@ func (s *tpmSocket) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := checkTPMPeer(conn); err != nil {
+		_ = conn.Close()
+		return 0, fmt.Errorf("tpm: TPM socket %s: %w", s.shown, err)
+	}
 	if err := conn.SetDeadline(time.Now().Add(tpmCommandTimeout)); err != nil {
 		_ = conn.Close()
 		return 0, err
@@ -123,6 +127,35 @@ func (s *tpmSocket) Write(p []byte) (int, error) {
 	s.conn = conn
 	n, err := conn.Write(p)
 	return n, s.timeout(err)
+}
+
+// checkTPMPeer accepts a connection only to a process of this user's or root's. The socket
+// was checked when the key was opened, but each command dials its path again, and a
+// directory above it may be another user's, who could put their own socket there later
+// (issue 30 second review, N2): the kernel's word on who listens is what counts.
+func checkTPMPeer(conn net.Conn) error {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("not a unix socket connection (%T)", conn)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *syscall.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if credErr != nil {
+		return fmt.Errorf("reading who listens on it: %w", credErr)
+	}
+	if uid := os.Geteuid(); int(cred.Uid) != uid && cred.Uid != 0 {
+		return fmt.Errorf("the process listening on it (pid %d) belongs to uid %d, not to this user (uid %d) or root: kplug sends the key's auth value to the TPM, so it talks only to a TPM of yours", cred.Pid, cred.Uid, uid)
+	}
+	return nil
 }
 
 func (s *tpmSocket) Read(p []byte) (int, error) {

@@ -5,6 +5,7 @@ package keys_test
 import (
 	"crypto"
 	"crypto/sha256"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplug/kplug/internal/testkit/localuser"
+	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/internal/testkit/swtpm"
 	"github.com/kplug/kplug/keys"
 )
@@ -185,5 +188,60 @@ func TestSecurityTPMKeySwapped(t *testing.T) {
 	want := "tpm: TPM key 0x81000010 on " + tpm.Socket + ": the TPM's signature does not verify against the key's public key"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Sign with another key at the handle = %x, %v; want %q...", sig, err, want)
+	}
+}
+
+// TestSecurityTPMSocketSwapped is N2 of the issue 30 second review: the socket was checked
+// when the key was opened, and each later command dialled its path again, so another user
+// who could replace it (through a directory of theirs above it) received the next
+// TPM2_Sign with the key's auth value. Here root swaps another user's listening socket in
+// after the open; the next signature must be refused before anything is sent.
+func TestSecurityTPMSocketSwapped(t *testing.T) {
+	tpm := swtpm.NewTestTPM(t)
+	attacker := localuser.New(t)
+	dir := t.TempDir()
+	pin := filepath.Join(dir, "pin")
+	if err := os.WriteFile(pin, []byte("SECRETPIN"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "k.tss2")
+	if _, err := keys.CreateTPMKey(key, keys.TPMKeyOptions{Device: tpm.Socket, PINSource: pin}); err != nil {
+		t.Fatal(err)
+	}
+	s, c, err := keys.OpenSigner("tpm:file="+key+"?pin-source=file:"+pin, keys.Options{TPMDevice: tpm.Socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// The attacker listens in a directory they may write, and records what arrives.
+	evilDir, err := os.MkdirTemp("", "evil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(evilDir) })
+	if err := os.Chmod(evilDir, 0o777); err != nil { //nolint:gosec // the attacker's directory
+		t.Fatal(err)
+	}
+	evil, got := filepath.Join(evilDir, "tpm"), filepath.Join(evilDir, "got")
+	listener := attacker.Command(t.Context(), attacker.Executable(t, os.Args[0]))
+	listener.Env = append(listener.Env, recordingListenerEnv+"="+evil, recordingListenerEnv+"_OUT="+got)
+	if err := listener.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Process.Kill(); _ = listener.Wait() })
+	poll.Until(t, "the attacker's socket", func() bool { _, err := os.Stat(evil + ".ready"); return err == nil })
+	if err := os.Rename(evil, tpm.Socket); err != nil {
+		t.Fatal(err)
+	}
+
+	digest := sha256.Sum256([]byte("GET /api"))
+	_, err = s.Sign(nil, digest[:], crypto.SHA256)
+	want := "tpm: TPM socket " + tpm.Socket + ": the process listening on it (pid "
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("belongs to uid %d, not to this user", attacker.UID)) {
+		t.Errorf("Sign through another user's socket = %v, want %q...", err, want)
+	}
+	if b, _ := os.ReadFile(got); len(b) > 0 {
+		t.Errorf("the attacker's socket received %d bytes (SECRETPIN in them: %v)", len(b), strings.Contains(string(b), "SECRETPIN"))
 	}
 }
