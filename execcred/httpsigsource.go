@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"k8s.io/client-go/rest"
 
@@ -107,21 +106,44 @@ func (f *KeyFiles) Credential(context.Context, *Rejection) (*Credential, error) 
 
 func (f *KeyFiles) read() (certPEM, keyPEM []byte, err error) {
 	if f.BundleFile != "" {
-		b, err := os.ReadFile(f.BundleFile)
+		b, err := readSigningFile(f.BundleFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("httpSignature.credentialBundleFile: %w", err)
 		}
 		return b, b, nil
 	}
-	if certPEM, err = os.ReadFile(f.CertFile); err != nil {
+	if certPEM, err = readSigningFile(f.CertFile); err != nil {
 		return nil, nil, fmt.Errorf("httpSignature.certFile: %w", err)
 	}
 	if f.Key == nil {
-		if keyPEM, err = os.ReadFile(f.KeyFile); err != nil {
+		if keyPEM, err = readSigningFile(f.KeyFile); err != nil {
 			return nil, nil, fmt.Errorf("httpSignature.keyFile: %w", err)
 		}
 	}
 	return certPEM, keyPEM, nil
+}
+
+// signingFileLimit bounds a certificate, key or bundle file: a chain and a key are a few
+// KiB.
+const signingFileLimit = 1 << 20
+
+// readSigningFile reads a file a kubeconfig names as signing material: a regular file
+// (through links), never blocking on a FIFO nor reading a device without end, at most
+// signingFileLimit bytes.
+func readSigningFile(path string) ([]byte, error) {
+	f, err := privdir.OpenLinked(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, signingFileLimit+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > signingFileLimit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, signingFileLimit)
+	}
+	return b, nil
 }
 
 func (f *KeyFiles) certName() string {
