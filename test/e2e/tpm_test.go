@@ -7,7 +7,6 @@ import (
 	"crypto"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,14 +23,19 @@ import (
 // TestTPMKeysReleaseBinary runs the release archive's kplug, built without cgo, with
 // client keys held by a software TPM (swtpm, keys made with tpm2-tools as TSS2 key files)
 // and certificates from the control plane's client CA: stock kubectl under `kplug run`
-// (whoami, a watch, an exec stream), a certificate renewed for the same key under a
+// (whoami, a watch, exec into a container on a real kubelet), a certificate renewed for the same key under a
 // running proxy, a KEP-6308 signature made in the TPM and verified by kplug
 // signature-proxy, and the errors a user meets (wrong auth value, no TPM, a busy TPM),
 // each one message naming the key or the device.
 func TestTPMKeysReleaseBinary(t *testing.T) {
 	tpm := swtpm.NewTestTPM(t)
 	go releaseKplug() //nolint:errcheck // started early, beside the control plane; checked below
-	cp := framework.StartForTest(t, framework.Options{})
+	// The Node authorizer (after RBAC: the flag adds to the default) and NodeRestriction
+	// let the kubelet of "kubectl exec" in, as in a real cluster.
+	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{Flags: []string{
+		"--authorization-mode=Node",
+		"--enable-admission-plugins=NodeRestriction",
+	}}}})
 	kplug := releaseKplugForTest(t)
 	dir := t.TempDir()
 	runtimeDir := filepath.Join(dir, "run")
@@ -109,21 +113,16 @@ func TestTPMKeysReleaseBinary(t *testing.T) {
 	})
 
 	t.Run("kubectl exec", func(t *testing.T) {
-		// No kubelet (nor controller manager) runs here: the pod is bound to a Node whose
-		// kubelet port is closed. kube-apiserver accepts kubectl's WebSocket exec upgrade,
-		// authenticated by the TPM key, then makes its own SPDY request to the kubelet
-		// (the POST below) and, refused, writes the error on the upgraded stream's status
-		// channel, which kubectl prints. Had the upgrade failed, kubectl would have
-		// fallen back to SPDY, which kube-apiserver proxies to the kubelet without a
-		// translation, and failed with another message.
-		port := freePort(t)
+		// A real node (kubelet, containerd, runc): kubectl's exec stream, a WebSocket
+		// through the proxy authenticated by the TPM key, reaches kube-apiserver, which
+		// goes on to the pod's kubelet, and containerd runs the command in the container.
+		// Skipped where no node can run (not root, binaries missing), unless required.
+		node := framework.StartNodeForTest(t, cp, framework.NodeOptions{Name: "tpm-e2e-node"})
 		admin(t, "create", "role", "tpm-exec", "-n", "default", "--verb=get,create", "--resource=pods,pods/exec")
 		admin(t, "create", "rolebinding", "tpm-exec", "-n", "default", "--role=tpm-exec", "--group=tpm-users")
-		writeBytes(t, filepath.Join(dir, "node.yaml"), []byte(`apiVersion: v1
-kind: Node
-metadata: {name: tpm-e2e-node}
----
-apiVersion: v1
+		// No scheduler, no CNI: the pod names its node and uses the host's network. Its
+		// container runs the test image's program, which waits for SIGTERM.
+		writeBytes(t, filepath.Join(dir, "pod.yaml"), []byte(`apiVersion: v1
 kind: ServiceAccount
 metadata: {name: default, namespace: default}
 ---
@@ -131,17 +130,36 @@ apiVersion: v1
 kind: Pod
 metadata: {name: tpm-exec, namespace: default}
 spec:
-  nodeName: tpm-e2e-node
-  containers: [{name: c, image: registry.example/none}]
+  nodeName: `+node.Name+`
+  hostNetwork: true
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 0
+  containers: [{name: c, image: `+framework.PauseImage+`, imagePullPolicy: Never}]
 `))
-		admin(t, "create", "-f", filepath.Join(dir, "node.yaml"))
-		admin(t, "patch", "node", "tpm-e2e-node", "--subresource=status", "--type=merge", "-p",
-			fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"}],"daemonEndpoints":{"kubeletEndpoint":{"Port":%d}}}}`, port))
+		admin(t, "create", "-f", filepath.Join(dir, "pod.yaml"))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		if out, err := cp.Kubectl(ctx, cp.Admin, "wait", "pod/tpm-exec", "-n", "default", "--for=jsonpath={.status.phase}=Running", "--timeout=110s").CombinedOutput(); err != nil {
+			t.Fatalf("waiting for the pod to run: %v\n%s", err, out)
+		}
 		waitAllowed(t, cp, "create", "pods/exec", "tpm-alice", "tpm-users")
-		out, errOut, err := kplugRun("tpm", "exec", "tpm-exec", "-n", "default", "--", "true")
-		want := fmt.Sprintf(`error: Internal error occurred: error sending request: Post "https://127.0.0.1:%d/exec/default/tpm-exec/c?command=true&error=1&output=1": dial tcp 127.0.0.1:%d: connect: connection refused`, port, port)
-		if exitCode(err) != 1 || !strings.Contains(errOut, want) {
-			t.Errorf("kubectl exec: exit %d, stdout %q, stderr:\n%s\nwant the kubelet's refusal %q", exitCode(err), out, errOut, want)
+		// kubectl's exec is a WebSocket (v5.channel.k8s.io), which kube-apiserver
+		// translates to SPDY for the kubelet, or, with the WebSocket client off, SPDY all
+		// the way: the proxy carries both upgrades.
+		for _, env := range []string{"", "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false "} {
+			script := env + kubectl + " exec tpm-exec -n default -- /testimage echo run for tpm-alice"
+			out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "tpm", "--", "sh", "-c", script)
+			if err != nil || out != "run for tpm-alice\n" {
+				t.Errorf("%s: %q, %v; want the container's output and exit 0\n%s", script, out, err, errOut)
+			}
+		}
+		// Both ways: kubectl sends its stdin on the stream and closes it at the end (which
+		// only v5 of the WebSocket protocol can say), and the container copies it back
+		// until then.
+		script := `printf 'one\ntwo\n' | ` + kubectl + ` exec -i -v=4 tpm-exec -n default -- /testimage cat`
+		out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "tpm", "--", "sh", "-c", script)
+		if err != nil || out != "one\ntwo\n" || !strings.Contains(errOut, `"Subprotocol negotiated" protocol="v5.channel.k8s.io"`) {
+			t.Errorf("%s: %q, %v; want stdin back, exit 0, and the WebSocket protocol v5 in the log\n%s", script, out, err, errOut)
 		}
 	})
 

@@ -158,6 +158,14 @@ func (cp *ControlPlane) apiserverFlags(s *APIServer, o ServerOptions) []string {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file=" + p.ProxyClient.CertFile,
 		"--proxy-client-key-file=" + p.ProxyClient.KeyFile,
+		// exec, attach, port-forward and logs go on to the pod's kubelet, as a client of
+		// ClientCA, to the node's InternalIP, checking the kubelet's serving certificate
+		// (StartNode issues it from ClusterCA for that address). A node's Hostname address
+		// is its name, which nothing resolves here.
+		"--kubelet-client-certificate=" + p.KubeletClient.CertFile,
+		"--kubelet-client-key=" + p.KubeletClient.KeyFile,
+		"--kubelet-certificate-authority=" + p.ClusterCA.File,
+		"--kubelet-preferred-address-types=InternalIP",
 		// Stop at once on SIGTERM; the framework stops apiservers before etcd.
 		"--shutdown-delay-duration=0s",
 		"--profiling=false",

@@ -3,8 +3,11 @@ package framework
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // PauseImage is the pod sandbox image of StartNode's containerd: test/e2e/testimage,
@@ -58,6 +62,10 @@ type Node struct {
 	Dir string
 	// CRIEndpoint is containerd's socket, for crictl --runtime-endpoint.
 	CRIEndpoint string
+	// IP is the node's InternalIP (the kubelet's --node-ip), where the kubelet's API
+	// listens, with a serving certificate of the cluster CA for it: the apiservers reach
+	// it there for exec, attach, port-forward and logs.
+	IP string
 
 	cp         *ControlPlane
 	containerd *process
@@ -93,7 +101,14 @@ func (cp *ControlPlane) StartNode(ctx context.Context, o NodeOptions) (*Node, er
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Name: o.Name, Dir: dir, cp: cp, CRIEndpoint: "unix://" + filepath.Join(dir, "containerd.sock")}
+	// The host's address that the kubelet would pick itself: a node IP cannot be a
+	// loopback address.
+	ip, err := utilnet.ChooseHostInterface()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w: no address for the node's InternalIP (a loopback address cannot be one): %w", errNodeUnavailable, err)
+	}
+	n := &Node{Name: o.Name, Dir: dir, cp: cp, CRIEndpoint: "unix://" + filepath.Join(dir, "containerd.sock"), IP: ip.String()}
 	if err := n.start(ctx, o, logf); err != nil {
 		n.Stop()
 		return nil, err
@@ -145,6 +160,7 @@ func (n *Node) start(ctx context.Context, o NodeOptions, logf func(string, ...an
 		"--root-dir=" + filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir=" + filepath.Join(n.Dir, "kubelet-pki"),
 		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.IP,
 		"--v=2",
 	}
 	if o.ImageCredentialProviderConfig != "" {
@@ -249,6 +265,14 @@ func (n *Node) writeKubeletFiles(o NodeOptions) error {
 	if err := writeKubeconfig(filepath.Join(n.Dir, "kubelet.kubeconfig"), n.cp.Servers[0].URL, n.cp.PKI.ClusterCA.CertPEM, u); err != nil {
 		return err
 	}
+	serving, err := n.cp.PKI.ClusterCA.Issue("node-"+n.Name+"-serving", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:" + n.Name, Organization: []string{"system:nodes"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP(n.IP)},
+	})
+	if err != nil {
+		return err
+	}
 	ports, err := freePorts(2)
 	if err != nil {
 		return err
@@ -256,14 +280,18 @@ func (n *Node) writeKubeletFiles(o NodeOptions) error {
 	// failCgroupV1: false lets kubelet 1.36 run on a cgroup v1 host (this one). The
 	// eviction and image GC thresholds are off: the tests' disk is a shared machine's,
 	// whose free space says nothing about the node under test. The kubelet's own API
-	// listens on loopback only and trusts the client CA (nothing here calls it).
+	// listens on the node's IP, where the apiservers reach it, and lets in any client of
+	// the client CA (the apiservers' kubelet client certificate among them): no test
+	// needs a kubelet authorization policy.
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
 containerRuntimeEndpoint: %[1]s
-address: 127.0.0.1
+address: %[7]s
 port: %[2]d
+tlsCertFile: %[8]s
+tlsPrivateKeyFile: %[9]s
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: %[3]d
@@ -287,7 +315,8 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 nodeStatusUpdateFrequency: 2s
-%[6]s`, n.CRIEndpoint, ports[0], ports[1], n.cp.PKI.ClientCA.File, filepath.Join(n.Dir, "pod-logs"), o.KubeletConfig)
+%[6]s`, n.CRIEndpoint, ports[0], ports[1], n.cp.PKI.ClientCA.File, filepath.Join(n.Dir, "pod-logs"), o.KubeletConfig,
+		n.IP, serving.CertFile, serving.KeyFile)
 	return os.WriteFile(filepath.Join(n.Dir, "kubelet.yaml"), []byte(cfg), 0o600)
 }
 

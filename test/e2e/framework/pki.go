@@ -20,9 +20,10 @@ type CA = testpki.CA
 // KeyPair is the test PKI's certificate and key, as PEM bytes and files.
 type KeyPair = testpki.KeyPair
 
-// PKI is everything a control plane needs: the cluster CA (serving certificates, and the
-// peer CA of the mixed version proxy), the client CA, the front-proxy CA with its proxy
-// client certificate, and the service-account signing key.
+// PKI is everything a control plane needs: the cluster CA (serving certificates of the
+// apiservers and kubelets, and the peer CA of the mixed version proxy), the client CA
+// (users, nodes, and the apiservers' client certificate to kubelets), the front-proxy CA
+// with its proxy client certificate, and the service-account signing key.
 type PKI struct {
 	Dir           string
 	ClusterCA     *CA
@@ -30,12 +31,16 @@ type PKI struct {
 	FrontProxyCA  *CA
 	Serving       *KeyPair // for 127.0.0.1, ::1 and localhost; shared by all apiservers
 	ProxyClient   *KeyPair // CN front-proxy-client, signed by FrontProxyCA
+	KubeletClient *KeyPair // CN kube-apiserver-kubelet-client, signed by ClientCA, which kubelets trust
 	ServiceAccKey string   // PEM private key file; the public half verifies tokens
 }
 
 // FrontProxyClientName is the CN of the proxy client certificate and the only name
 // apiservers accept for request-header authentication.
 const FrontProxyClientName = "front-proxy-client"
+
+// KubeletClientName is the CN of the apiservers' client certificate to kubelets.
+const KubeletClientName = "kube-apiserver-kubelet-client"
 
 // newPKI generates all keys and certificates into dir (created 0700; keys 0600).
 func newPKI(dir string) (*PKI, error) {
@@ -60,6 +65,11 @@ func newPKI(dir string) (*PKI, error) {
 		return nil, err
 	}
 	if p.ProxyClient, err = p.FrontProxyCA.IssueClient("front-proxy-client", FrontProxyClientName); err != nil {
+		return nil, err
+	}
+	// No group: the kubelets of StartNode authorize every authenticated client, and the
+	// apiservers, which trust ClientCA too, should not see an admin in it.
+	if p.KubeletClient, err = p.ClientCA.IssueClient("kubelet-client", KubeletClientName); err != nil {
 		return nil, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
