@@ -3,6 +3,7 @@ package httpsig
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/sha512"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,8 +54,8 @@ func (l *Ladder) Validate() error {
 	switch {
 	case l.Kind != LadderKind:
 		return fmt.Errorf("keyDerivation.kind %q: want %q", l.Kind, LadderKind)
-	case l.Hash != "sha-256":
-		return fmt.Errorf("keyDerivation.hash %q: want sha-256 (hmac-sha256 is the only HMAC algorithm of the profile)", l.Hash)
+	case l.Hash != "sha-256" && l.Hash != "sha-512":
+		return fmt.Errorf("keyDerivation.hash %q: want sha-256 or sha-512 (the hash of derivation; signatures are hmac-sha256 either way)", l.Hash)
 	case len(l.Steps) == 0:
 		return errors.New("keyDerivation.steps: a ladder needs at least one step")
 	case len(l.Steps) > maxLadderSteps:
@@ -131,7 +132,8 @@ func (l *Ladder) Inputs(created time.Time, scope map[string]string) ([]string, e
 	return in, nil
 }
 
-// Derive folds the whole ladder over a root secret (SecretPrefix is put before it), for
+// Derive folds the whole ladder over a root secret (SecretPrefix is put before it; it
+// never applies to a rung), for
 // a signature created at created. It returns the signing key and the key ID: name
 // followed by each step's input, "/"-separated.
 func (l *Ladder) Derive(name string, secret []byte, created time.Time, scope map[string]string) (key []byte, keyID string, err error) {
@@ -159,9 +161,13 @@ func (l *Ladder) fold(name string, k []byte, after int, created time.Time, scope
 	if err != nil {
 		return nil, "", err
 	}
+	h := sha256.New
+	if l.Hash == "sha-512" {
+		h = sha512.New
+	}
 	key := append([]byte(nil), k...)
 	for _, v := range in[after+1:] {
-		m := hmac.New(sha256.New, key)
+		m := hmac.New(h, key)
 		m.Write([]byte(v))
 		key = m.Sum(nil)
 	}
