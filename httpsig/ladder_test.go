@@ -4,6 +4,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +130,95 @@ func TestLadderRefusals(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.l, err, tc.want)
+		}
+	}
+}
+
+// TestSignWithDerivedKey signs with an AWS-style ladder from the root secret and from a
+// rung, on both sides of midnight UTC, and verifies as a resolver would: it splits the
+// keyid into the name and the ladder's inputs, derives from its own copy of the secret
+// for the signature's created, and refuses a keyid whose inputs are not the ones it
+// derives (another date, another region).
+func TestSignWithDerivedKey(t *testing.T) {
+	t.Parallel()
+	scope := map[string]string{"region": "us-west-2", "service": "eks"}
+	rung := []byte("AWS4" + awsExampleSecret)
+	for _, v := range []string{"20260315", "us-west-2"} {
+		m := hmac.New(sha256.New, rung)
+		m.Write([]byte(v))
+		rung = m.Sum(nil)
+	}
+	resolve := func(sig *Signature) (any, error) {
+		name, _, _ := strings.Cut(sig.KeyID, "/")
+		if name != "ASIAIOSFODNN7EXAMPLE" {
+			return nil, errors.New("unknown key")
+		}
+		key, want, err := sigV4Ladder.Derive(name, []byte(awsExampleSecret), sig.Created, scope)
+		if err != nil {
+			return nil, err
+		}
+		if sig.KeyID != want {
+			return nil, fmt.Errorf("keyid %q does not match the derivation %q", sig.KeyID, want)
+		}
+		return key, nil
+	}
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		d    Derivation
+		ok   bool
+	}{
+		{"root", time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC), Derivation{Ladder: sigV4Ladder, Name: "ASIAIOSFODNN7EXAMPLE", Scope: scope}, true},
+		{"root, one second to midnight", time.Date(2026, 3, 15, 23, 59, 59, 900e6, time.UTC), Derivation{Ladder: sigV4Ladder, Name: "ASIAIOSFODNN7EXAMPLE", Scope: scope}, true},
+		{"root, next day", time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC), Derivation{Ladder: sigV4Ladder, Name: "ASIAIOSFODNN7EXAMPLE", Scope: scope}, true},
+		{"rung for the day", time.Date(2026, 3, 15, 8, 0, 0, 0, time.UTC), Derivation{Ladder: sigV4Ladder, Name: "ASIAIOSFODNN7EXAMPLE", From: "region", Scope: scope}, true},
+		// A rung for 2026-03-15 signing on the 16th claims the 16th and derives the
+		// wrong key: refused.
+		{"rung past its day", time.Date(2026, 3, 16, 8, 0, 0, 0, time.UTC), Derivation{Ladder: sigV4Ladder, Name: "ASIAIOSFODNN7EXAMPLE", From: "region", Scope: scope}, false},
+		{"another region", time.Date(2026, 3, 15, 8, 0, 0, 0, time.UTC), Derivation{Ladder: sigV4Ladder, Name: "ASIAIOSFODNN7EXAMPLE", Scope: map[string]string{"region": "eu-west-1", "service": "eks"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			secret := []byte(awsExampleSecret)
+			if tc.d.From != "" {
+				secret = rung
+			}
+			now := func() time.Time { return tc.now }
+			s, err := NewSigner(SignerOptions{Key: Key{Secret: secret, Derivation: &tc.d}, Headers: map[string]string{AudienceHeader: audience}, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := testRequest(http.MethodGet, "/api/v1/namespaces", "")
+			if err := s.Sign(req); err != nil {
+				t.Fatal(err)
+			}
+			p := testPolicy()
+			p.Now = now
+			sig, err := Verify(req, p, resolve)
+			if tc.ok && (err != nil || !strings.HasPrefix(sig.KeyID, "ASIAIOSFODNN7EXAMPLE/"+tc.now.UTC().Format("20060102")+"/")) {
+				t.Errorf("Verify = %+v, %v", sig, err)
+			}
+			if !tc.ok && err == nil {
+				t.Errorf("Verify accepted %q", sig.KeyID)
+			}
+		})
+	}
+}
+
+func TestDerivationRefusals(t *testing.T) {
+	t.Parallel()
+	aud := map[string]string{AudienceHeader: audience}
+	d := &Derivation{Ladder: sigV4Ladder, Name: "n", Scope: map[string]string{"region": "r", "service": "s"}}
+	for _, tc := range []struct {
+		key  Key
+		want string
+	}{
+		{Key{Derivation: d}, "a key derivation needs a secret"},
+		{Key{Secret: []byte("s"), KeyID: "k", Derivation: d}, "leave KeyID empty"},
+		{Key{Secret: []byte("s"), Derivation: &Derivation{Ladder: sigV4Ladder, Name: "n"}}, `no value for scope step "region"`},
+	} {
+		if _, err := NewSigner(SignerOptions{Key: tc.key, Headers: aud}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.key, err, tc.want)
 		}
 	}
 }

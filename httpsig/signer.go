@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -30,8 +32,26 @@ type Key struct {
 	// CertificateHeader; KeyID must then be empty.
 	Certificate *x509.Certificate
 	// KeyID names the key to a resolver when there is no Certificate: printable ASCII,
-	// at most 256 bytes.
+	// at most 256 bytes. Empty with a Derivation, which names the key.
 	KeyID string
+	// Derivation, with Secret, makes Secret the root of a KEP-6308 key derivation ladder
+	// (or, with Derivation.From, the output of one of its steps): each signature is made
+	// with the key the ladder derives for its own created time, and its keyid is
+	// Derivation.Name followed by the steps' inputs. The 32-byte minimum applies to the
+	// derived key, not to Secret.
+	Derivation *Derivation
+}
+
+// Derivation places a Key's Secret on a key derivation ladder.
+type Derivation struct {
+	Ladder Ladder
+	// Name is the key ID's first part: the name the material was returned under (an AWS
+	// access key ID, say).
+	Name string
+	// From names the step whose output Secret is; empty when Secret is the root secret.
+	From string
+	// Scope holds the values of the ladder's scope steps.
+	Scope map[string]string
 }
 
 // SignerOptions configure NewSigner.
@@ -59,6 +79,7 @@ type Signer struct {
 	headers     []header // sorted by lowercase name
 	now         func() time.Time
 	rand        io.Reader
+	derivation  *Derivation // with key the ladder's root or rung, derived per signature
 }
 
 type header struct{ name, lower, value string }
@@ -101,6 +122,8 @@ func (s *Signer) setKey(k Key) error {
 	switch {
 	case k.Signer != nil && k.Secret != nil:
 		return errors.New("key has both a signer and a secret; set one")
+	case k.Derivation != nil:
+		return s.setDerivation(k)
 	case k.Secret != nil:
 		if k.Certificate != nil {
 			return errors.New("a certificate cannot go with a shared secret")
@@ -140,6 +163,48 @@ func (s *Signer) setKey(k Key) error {
 	}
 	s.keyID = k.KeyID
 	return nil
+}
+
+// setDerivation checks a derived key's material by deriving it once, so that a ladder
+// that cannot fold (a scope value missing, an unknown step) fails here, not per request.
+func (s *Signer) setDerivation(k Key) error {
+	d := k.Derivation
+	switch {
+	case len(k.Secret) == 0:
+		return errors.New("a key derivation needs a secret (the ladder's root, or a rung of it)")
+	case k.Signer != nil || k.Certificate != nil:
+		return errors.New("a key derivation derives a shared secret: it cannot go with a signer or a certificate")
+	case k.KeyID != "":
+		return errors.New("a derived key's key ID is the derivation's name and the ladder's inputs; leave KeyID empty")
+	}
+	own := &Derivation{Ladder: d.Ladder, Name: d.Name, From: d.From, Scope: maps.Clone(d.Scope)}
+	own.Ladder.Steps = slices.Clone(d.Ladder.Steps)
+	s.key, s.alg, s.derivation = append([]byte(nil), k.Secret...), algHMAC, own
+	if _, _, err := s.derive(s.now()); err != nil {
+		return err
+	}
+	s.keyID = own.Name
+	return nil
+}
+
+// derive is the key and keyid of a signature created at created.
+func (s *Signer) derive(created time.Time) ([]byte, string, error) {
+	d := s.derivation
+	var key []byte
+	var keyID string
+	var err error
+	if d.From == "" {
+		key, keyID, err = d.Ladder.Derive(d.Name, s.key.([]byte), created, d.Scope)
+	} else {
+		key, keyID, err = d.Ladder.DeriveFrom(d.Name, s.key.([]byte), d.From, created, d.Scope)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if len(keyID) > maxKeyIDBytes || !isPrintableASCII(keyID) {
+		return nil, "", fmt.Errorf("derived key ID must be printable ASCII of at most %d bytes", maxKeyIDBytes)
+	}
+	return key, keyID, nil
 }
 
 // CertificateKeyID is the keyid of a certificate key: CertificateKeyIDPrefix and the
@@ -185,7 +250,8 @@ func signedHeaders(m map[string]string) ([]header, error) {
 // Algorithm is the alg parameter of s's signatures.
 func (s *Signer) Algorithm() string { return s.alg }
 
-// KeyID is the keyid parameter of s's signatures.
+// KeyID is the keyid parameter of s's signatures; for a derived key, the derivation's
+// name, which each signature's keyid follows with the ladder's inputs.
 func (s *Signer) KeyID() string { return s.keyID }
 
 // Sign sets the configured headers, Content-Digest (sha-256, when the request has a
@@ -231,12 +297,23 @@ func (s *Signer) Sign(req *http.Request) error {
 		h["User-Agent"] = []string{""}
 	}
 	components := s.components(h, body != nil)
+	created := s.now().Unix()
+	key, keyID := s.key, s.keyID
+	if s.derivation != nil {
+		// The ladder renders the created parameter's own date, so the verifier derives
+		// the same key from what the signature says, across a date boundary too.
+		derived, id, err := s.derive(time.Unix(created, 0))
+		if err != nil {
+			return fmt.Errorf("httpsig: deriving the signing key: %w", err)
+		}
+		key, keyID = derived, id
+	}
 	params := serializeParams(components, []param{
-		{"created", s.now().Unix()},
+		{"created", created},
 		{"nonce", base64.RawURLEncoding.EncodeToString(nonce)},
 		{"alg", s.alg},
 		{"tag", Tag},
-		{"keyid", s.keyID},
+		{"keyid", keyID},
 	})
 	withHeaders := *req
 	withHeaders.Header = h
@@ -244,7 +321,7 @@ func (s *Signer) Sign(req *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("httpsig: %w", err)
 	}
-	sig, err := signBase(s.alg, s.key, s.rand, base)
+	sig, err := signBase(s.alg, key, s.rand, base)
 	if err != nil {
 		return fmt.Errorf("httpsig: signing with the %s key: %w", s.alg, err)
 	}
