@@ -64,14 +64,17 @@ func DecodeOutput(apiVersion string, stdout []byte) (*Credential, error) {
 // FromStatus checks a plugin's answer as DecodeOutput does after decoding and returns the
 // credential it holds. It is how an in-process plugin's answer enters the pipeline
 // (FuncSource).
-func FromStatus(s *Status) (*Credential, error) {
+func FromStatus(s *Status) (*Credential, error) { return fromStatus(s, nil) }
+
+// fromStatus is FromStatus for a client that states the key derivation ladder kd.
+func fromStatus(s *Status, kd *wire.KeyDerivation) (*Credential, error) {
 	cert, err := s.Check()
 	if err != nil {
 		return nil, err
 	}
 	c := &Credential{Token: s.Token, Proxy: s.ProxyConfig, Certificate: cert, seq: credentials.Add(1)}
 	if s.HTTPSignature != nil {
-		if c.HTTPSignature, err = signingFromStatus(s.HTTPSignature); err != nil {
+		if c.HTTPSignature, err = signingFromStatus(s.HTTPSignature, kd); err != nil {
 			return nil, err
 		}
 	}

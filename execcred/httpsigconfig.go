@@ -1,6 +1,7 @@
 package execcred
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,8 +43,9 @@ type HTTPSignature struct {
 	// value (Value is a kplug extension); for an exec plugin's key the plugin returns the
 	// values and Value must be empty. X-K8s-Audience is always covered.
 	SignedHeaders []SignedHeader `json:"signedHeaders,omitempty"`
-	// KeyDerivation is the KEP's HMAC key derivation ladder, which kplug does not
-	// implement yet: a block that has one is refused.
+	// KeyDerivation is the KEP's HMAC key derivation ladder (a wire.KeyDerivation): the
+	// exec plugin returns a secret on it, and each request's key is derived from that
+	// secret for the signature's created time.
 	KeyDerivation json.RawMessage `json:"keyDerivation,omitempty"`
 }
 
@@ -149,18 +151,21 @@ func (h *HTTPSignature) HasKeyFiles() bool {
 	return h.CertFile != "" || h.KeyFile != "" || h.CredentialBundleFile != ""
 }
 
-// Validate checks the block: its apiVersion, ttl, key files and signed headers, and
-// refuses what kplug does not implement yet (keyDerivation).
+// Validate checks the block: its apiVersion, ttl, key files, key derivation ladder and
+// signed headers.
 func (h *HTTPSignature) Validate() error {
 	switch {
 	case h.APIVersion != HTTPSignatureAPIVersion:
 		return fmt.Errorf("httpSignature: apiVersion %q: want %s", h.APIVersion, HTTPSignatureAPIVersion)
-	case len(h.KeyDerivation) > 0 && string(h.KeyDerivation) != "null":
-		return errors.New("httpSignature.keyDerivation: HMAC key derivation (KEP-6308 hmac-ladder) is not supported yet")
+	case h.hasKeyDerivation() && h.HasKeyFiles():
+		return errors.New("httpSignature.keyDerivation derives a shared secret that an exec plugin returns: it does not go with certFile, keyFile or credentialBundleFile")
 	case h.CredentialBundleFile != "" && (h.CertFile != "" || h.KeyFile != ""):
 		return errors.New("httpSignature: credentialBundleFile and certFile/keyFile are two forms of the same thing: set one")
 	case (h.CertFile == "") != (h.KeyFile == ""):
 		return errors.New("httpSignature: certFile and keyFile go together: the certificate is the key's identity (a key without a certificate comes from an exec plugin, with its keyID)")
+	}
+	if _, err := h.keyDerivation(); err != nil {
+		return err
 	}
 	if h.TTL != "" {
 		if d, err := time.ParseDuration(h.TTL); err != nil || d <= 0 {
@@ -199,10 +204,46 @@ func (h *HTTPSignature) headers() map[string]string {
 	return m
 }
 
+func (h *HTTPSignature) hasKeyDerivation() bool {
+	return len(h.KeyDerivation) > 0 && string(h.KeyDerivation) != "null"
+}
+
+// keyDerivation parses and checks the ladder, if any (unknown fields refused: a ladder
+// misread derives a key no one can explain).
+func (h *HTTPSignature) keyDerivation() (*wire.KeyDerivation, error) {
+	if !h.hasKeyDerivation() {
+		return nil, nil
+	}
+	var kd wire.KeyDerivation
+	dec := json.NewDecoder(bytes.NewReader(h.KeyDerivation))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&kd); err != nil {
+		return nil, fmt.Errorf("httpSignature.keyDerivation: %w", err)
+	}
+	l := ladderOf(&kd)
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("httpSignature.%w", err)
+	}
+	return &kd, nil
+}
+
+// ladderOf is the signing library's form of a ladder, field by field (a field added to
+// one and not copied here would be dropped without an error; TestLadderOfCopiesEveryField
+// guards it).
+func ladderOf(kd *wire.KeyDerivation) httpsig.Ladder {
+	l := httpsig.Ladder{Kind: kd.Kind, Hash: kd.Hash, SecretPrefix: kd.SecretPrefix}
+	for _, s := range kd.Steps {
+		l.Steps = append(l.Steps, httpsig.LadderStep{Name: s.Name, Date: s.Date, Scope: s.Scope, Literal: s.Literal})
+	}
+	return l
+}
+
 // request is spec.httpSignature for the exec plugin: every configured header, and
-// X-K8s-Audience, which every signature carries, even when the kubeconfig omits it.
+// X-K8s-Audience, which every signature carries, even when the kubeconfig omits it; and
+// the key derivation ladder, if any (Validate has checked it).
 func (h *HTTPSignature) request() *wire.HTTPSignatureRequest {
 	r := &wire.HTTPSignatureRequest{}
+	r.KeyDerivation, _ = h.keyDerivation()
 	audience := false
 	for _, sh := range h.SignedHeaders {
 		r.SignedHeaders = append(r.SignedHeaders, wire.HTTPSignatureHeader{Name: sh.Name})

@@ -118,7 +118,15 @@ func (p *Plugin) run(ctx context.Context, rejected *Response) (*Credential, erro
 	if err != nil {
 		return nil, explained(err) // execplugin errors name the plugin
 	}
-	cred, err := DecodeOutput(p.cfg.APIVersion, res.Stdout)
+	var kd *wire.KeyDerivation
+	if p.cfg.HTTPSignature != nil {
+		kd = p.cfg.HTTPSignature.KeyDerivation
+	}
+	var cred *Credential
+	s, err := wire.Parse(p.cfg.APIVersion, res.Stdout)
+	if err == nil {
+		cred, err = fromStatus(s, kd)
+	}
 	if err == nil {
 		err = checkSigning(p.cfg.HTTPSignature, cred)
 	}

@@ -79,12 +79,24 @@ func newSigning(key httpsig.Key, algorithm string, headers map[string]string, wh
 }
 
 // signingFromStatus parses the signing material a plugin returned (checked for its
-// shape by wire.Status.Check). Errors never quote the material.
-func signingFromStatus(h *wire.HTTPSignature) (*Signing, error) {
+// shape by wire.Status.Check), for a client that states the ladder kd (nil for none).
+// With a ladder, the material must be a secret, which signs through the ladder: the root
+// secret, or the rung its stage names. Errors never quote the material.
+func signingFromStatus(h *wire.HTTPSignature, kd *wire.KeyDerivation) (*Signing, error) {
 	const what = "exec plugin's httpSignature"
+	stage, err := h.ParseStage()
+	if err != nil {
+		return nil, err
+	}
+	if stage != nil && kd == nil {
+		return nil, wire.ErrHMACDerivation
+	}
 	key := httpsig.Key{KeyID: h.KeyID}
 	switch {
 	case h.PrivateKey != "":
+		if kd != nil {
+			return nil, fmt.Errorf("%s is a privateKey, but the kubeconfig's httpSignature states a keyDerivation, which derives from a secret: return secret or secretBase64", what)
+		}
 		signer, err := pemkey.Parse([]byte(h.PrivateKey))
 		if err != nil {
 			return nil, fmt.Errorf("%s.privateKey: %w", what, err)
@@ -98,6 +110,13 @@ func signingFromStatus(h *wire.HTTPSignature) (*Signing, error) {
 			return nil, fmt.Errorf("%s.secretBase64 is not standard base64", what)
 		}
 		key.Secret = secret
+	}
+	if kd != nil {
+		d := &httpsig.Derivation{Ladder: ladderOf(kd), Name: h.KeyID}
+		if stage != nil {
+			d.From, d.Scope = stage.From, stage.Scope
+		}
+		key.Derivation, key.KeyID = d, ""
 	}
 	if h.Certificate != "" {
 		leaf, err := leafOf([]byte(h.Certificate), key.Signer)

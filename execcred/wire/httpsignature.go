@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,35 @@ type HTTPSignatureRequest struct {
 	// SignedHeaders names the headers the client covers; the plugin returns a value for
 	// each in status.httpSignature.signedHeaders.
 	SignedHeaders []HTTPSignatureHeader `json:"signedHeaders,omitempty"`
+	// KeyDerivation is the kubeconfig's key derivation ladder: the plugin returns a
+	// secret (the ladder's root, or a rung of it placed by status.httpSignature.stage)
+	// and a value for each scope step, and the client derives each request's key.
+	KeyDerivation *KeyDerivation `json:"keyDerivation,omitempty"`
+}
+
+// KeyDerivation is a KEP-6308 key derivation ladder as kubeconfigs and plugins state it
+// (kind hmac-ladder): nothing in it is secret.
+type KeyDerivation struct {
+	Kind         string              `json:"kind"`
+	Hash         string              `json:"hash"`
+	SecretPrefix string              `json:"secretPrefix,omitempty"`
+	Steps        []KeyDerivationStep `json:"steps"`
+}
+
+// KeyDerivationStep is one rung of a ladder: exactly one of Date, Scope and Literal.
+type KeyDerivationStep struct {
+	Name    string `json:"name"`
+	Date    string `json:"date,omitempty"`
+	Scope   bool   `json:"scope,omitempty"`
+	Literal string `json:"literal,omitempty"`
+}
+
+// HTTPSignatureStage is status.httpSignature.stage: where on the client's ladder the
+// returned secret sits (From, the step it is the output of; empty for the root secret),
+// and the values of the ladder's scope steps.
+type HTTPSignatureStage struct {
+	From  string            `json:"from,omitempty"`
+	Scope map[string]string `json:"scope,omitempty"`
 }
 
 // HTTPSignatureHeader names a header a signature covers.
@@ -43,16 +73,32 @@ type HTTPSignature struct {
 	// Secret and SecretBase64 are a shared hmac-sha256 secret, as UTF-8 text or base64.
 	Secret       string `json:"secret,omitempty"`
 	SecretBase64 string `json:"secretBase64,omitempty"`
-	// Stage places the secret on a key derivation ladder, which kplug does not implement
-	// yet: an answer that sets it is refused.
+	// Stage places the secret on the client's key derivation ladder (an
+	// HTTPSignatureStage; ParseStage reads it). Only a secret has a stage, and only a
+	// client with a ladder accepts one.
 	Stage json.RawMessage `json:"stage,omitempty"`
 	// SignedHeaders are the values of the headers the signature covers, by name.
 	SignedHeaders map[string]string `json:"signedHeaders,omitempty"`
 }
 
-// ErrHMACDerivation says a plugin returned material for the KEP-6308 key derivation
-// ladder, which kplug does not implement yet.
-var ErrHMACDerivation = errors.New("exec plugin returned httpSignature.stage: HMAC key derivation (KEP-6308 hmac-ladder) is not supported yet; return the signing key itself as secret or secretBase64, or an asymmetric privateKey")
+// ErrHMACDerivation says a plugin placed its secret on a key derivation ladder
+// (status.httpSignature.stage) for a client that states none.
+var ErrHMACDerivation = errors.New("exec plugin returned httpSignature.stage, but the kubeconfig's httpSignature states no keyDerivation to place the secret on: add the ladder the plugin derives through, or return the signing key itself")
+
+// ParseStage reads the stage, if any; unknown fields are refused, since a stage the
+// client misreads derives a key no one can explain.
+func (h *HTTPSignature) ParseStage() (*HTTPSignatureStage, error) {
+	if len(h.Stage) == 0 || string(h.Stage) == "null" {
+		return nil, nil
+	}
+	var st HTTPSignatureStage
+	dec := json.NewDecoder(bytes.NewReader(h.Stage))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return nil, fmt.Errorf("exec plugin returned a malformed httpSignature.stage: %w", err)
+	}
+	return &st, nil
+}
 
 // check checks what can be checked of signing material without parsing keys: one kind
 // of key, what each kind needs, and nothing that transits beside it.
@@ -60,8 +106,10 @@ func (h *HTTPSignature) check(s *Status) error {
 	if s.Token != "" || s.ClientCertificateData != "" || s.ClientKeyData != "" || s.ProxyConfig != nil {
 		return errors.New("exec plugin returned httpSignature together with a token, client certificate or proxyConfig: a status may carry a signature or a credential that transits, never both")
 	}
-	if len(h.Stage) > 0 && string(h.Stage) != "null" {
-		return ErrHMACDerivation
+	if st, err := h.ParseStage(); err != nil {
+		return err
+	} else if st != nil && h.PrivateKey != "" {
+		return errors.New("exec plugin returned httpSignature.stage with a privateKey: a stage places a shared secret on a key derivation ladder")
 	}
 	kinds := 0
 	for _, v := range []string{h.PrivateKey, h.Secret, h.SecretBase64} {
