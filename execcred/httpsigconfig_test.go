@@ -95,7 +95,7 @@ func TestLoadHTTPSignatureErrors(t *testing.T) {
 	for _, tc := range []struct{ user, err string }{
 		{block("apiVersion: client.authentication.k8s.io/v1"), `httpSignature: apiVersion "client.authentication.k8s.io/v1": want client.authentication.k8s.io/v1alpha1`},
 		{block(api, "keyfile: k"), `httpSignature: unknown field "keyfile"`},
-		{block(api, "keyDerivation: {kind: hmac-ladder}"), "httpSignature.keyDerivation: HMAC key derivation (KEP-6308 hmac-ladder) is not supported yet"},
+		{block(api, "keyDerivation: {kind: hmac-ladder}"), `httpSignature.keyDerivation.hash "": want sha-256 or sha-512 (the hash of derivation; signatures are hmac-sha256 either way)`},
 		{block(api, "credentialBundleFile: b", "certFile: c", "keyFile: k", audience), "httpSignature: credentialBundleFile and certFile/keyFile are two forms of the same thing: set one"},
 		{block(api, "certFile: c", audience), "httpSignature: certFile and keyFile go together: the certificate is the key's identity (a key without a certificate comes from an exec plugin, with its keyID)"},
 		{block(api, "ttl: soon"), `httpSignature.ttl "soon": want a positive duration such as 30s`},
