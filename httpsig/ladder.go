@@ -173,3 +173,17 @@ func (l *Ladder) fold(name string, k []byte, after int, created time.Time, scope
 	}
 	return key, name + "/" + strings.Join(in, "/"), nil
 }
+
+// SigV4Ladder is AWS Signature Version 4's signing key derivation as a ladder: the
+// secret access key after "AWS4", then the date, the region and the service (scope
+// steps named region and service), then "aws4_request". A key derived through it, under
+// the access key ID as name, has SigV4's credential scope as its key ID (KEP-6308 "A
+// cloud provider example").
+func SigV4Ladder() Ladder {
+	return Ladder{Kind: LadderKind, Hash: "sha-256", SecretPrefix: "AWS4", Steps: []LadderStep{
+		{Name: "date", Date: LadderDateCompact},
+		{Name: "region", Scope: true},
+		{Name: "service", Scope: true},
+		{Name: "terminator", Literal: "aws4_request"},
+	}}
+}

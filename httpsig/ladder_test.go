@@ -12,13 +12,7 @@ import (
 	"time"
 )
 
-// sigV4Ladder is AWS Signature Version 4's signing key derivation as a ladder.
-var sigV4Ladder = Ladder{Kind: LadderKind, Hash: "sha-256", SecretPrefix: "AWS4", Steps: []LadderStep{
-	{Name: "date", Date: LadderDateCompact},
-	{Name: "region", Scope: true},
-	{Name: "service", Scope: true},
-	{Name: "terminator", Literal: "aws4_request"},
-}}
+var sigV4Ladder = SigV4Ladder()
 
 // AWS's published example secret access key, used by its SigV4 documentation and test
 // suite.
