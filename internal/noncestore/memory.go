@@ -1,0 +1,81 @@
+// Package noncestore records the nonces of accepted KEP-6308 signatures, per key ID, as
+// an atomic check-and-record (the resolver protocol's ConsumeNonce): in memory for one
+// replica of a resolver, in etcd for several.
+package noncestore
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Memory is a nonce store in this process's memory, for a resolver with one replica. It
+// holds at most Max unexpired records and, when full, refuses rather than forgets: an
+// evicted nonce could be replayed, which is what the store is for. Safe for concurrent
+// use; the zero value is not usable, use NewMemory.
+type Memory struct {
+	max int
+	now func() time.Time
+
+	mu      sync.Mutex
+	perKey  map[string]map[string]time.Time // key ID -> nonce -> when it may be forgotten
+	records int
+}
+
+// NewMemory returns a store of at most max records; now is the clock (nil: time.Now).
+func NewMemory(max int, now func() time.Time) *Memory {
+	if now == nil {
+		now = time.Now
+	}
+	return &Memory{max: max, now: now, perKey: map[string]map[string]time.Time{}}
+}
+
+// Consume records nonce for keyID until expires and reports whether it was new; when it
+// was not, or the store is full, reason says why (for the verifier's log).
+func (m *Memory) Consume(keyID, nonce string, expires time.Time) (accepted bool, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if seen, ok := m.perKey[keyID][nonce]; ok && !now.After(seen) {
+		return false, "the nonce was already used with this key"
+	}
+	if m.records >= m.max {
+		m.sweep(now)
+	}
+	if m.records >= m.max {
+		return false, fmt.Sprintf("the nonce store holds its limit of %d unexpired nonces; it refuses rather than forgets one that could then be replayed", m.max)
+	}
+	bucket := m.perKey[keyID]
+	if bucket == nil {
+		bucket = map[string]time.Time{}
+		m.perKey[keyID] = bucket
+	}
+	if _, ok := bucket[nonce]; !ok {
+		m.records++
+	}
+	bucket[nonce] = expires
+	return true, ""
+}
+
+// Len is the number of records held, expired ones not yet swept included.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.records
+}
+
+// sweep drops the records no signature can be accepted with any more; it runs when the
+// store is full, so an idle store does no work.
+func (m *Memory) sweep(now time.Time) {
+	for keyID, bucket := range m.perKey {
+		for nonce, expires := range bucket {
+			if now.After(expires) {
+				delete(bucket, nonce)
+				m.records--
+			}
+		}
+		if len(bucket) == 0 {
+			delete(m.perKey, keyID)
+		}
+	}
+}
