@@ -4,6 +4,7 @@
 package noncestore
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -31,8 +32,14 @@ func NewMemory(max int, now func() time.Time) *Memory {
 }
 
 // Consume records nonce for keyID until expires and reports whether it was new; when it
-// was not, or the store is full, reason says why (for the verifier's log).
-func (m *Memory) Consume(keyID, nonce string, expires time.Time) (accepted bool, reason string) {
+// was not, or the store is full, reason says why (for the verifier's log). A memory store
+// never fails: err is for the interface stores that can (etcd).
+func (m *Memory) Consume(_ context.Context, keyID, nonce string, expires time.Time) (accepted bool, reason string, err error) {
+	accepted, reason = m.consume(keyID, nonce, expires)
+	return accepted, reason, nil
+}
+
+func (m *Memory) consume(keyID, nonce string, expires time.Time) (accepted bool, reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()

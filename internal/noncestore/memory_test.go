@@ -27,7 +27,7 @@ func TestMemory(t *testing.T) {
 		{"k1", "c", false, "holds its limit of 3"}, // full: refused, nothing forgotten
 		{"k1", "a", false, "already used"},
 	} {
-		ok, reason := m.Consume(tc.key, tc.nonce, exp)
+		ok, reason, _ := m.Consume(t.Context(), tc.key, tc.nonce, exp)
 		if ok != tc.want || !strings.Contains(reason, tc.reason) {
 			t.Errorf("Consume(%s, %s) = %v %q, want %v %q", tc.key, tc.nonce, ok, reason, tc.want, tc.reason)
 		}
@@ -35,7 +35,7 @@ func TestMemory(t *testing.T) {
 	// Once they expire, records are swept when room is needed, and a nonce past its
 	// expiry is new again (no signature bearing it can be accepted any more).
 	now = exp.Add(time.Second)
-	if ok, reason := m.Consume("k1", "c", now.Add(time.Minute)); !ok {
+	if ok, reason, _ := m.Consume(t.Context(), "k1", "c", now.Add(time.Minute)); !ok {
 		t.Errorf("after expiry: %q", reason)
 	}
 	if m.Len() != 1 {
@@ -56,7 +56,7 @@ func TestMemoryConcurrent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if ok, _ := m.Consume("k", fmt.Sprint(i), exp); ok {
+				if ok, _, _ := m.Consume(t.Context(), "k", fmt.Sprint(i), exp); ok {
 					accepted.Add(1)
 				}
 			}()

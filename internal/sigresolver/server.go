@@ -1,0 +1,149 @@
+package sigresolver
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kplug/kplug/httpsig/resolverapi"
+)
+
+// NonceStore is where accepted nonces are recorded (noncestore.Memory, or etcd for
+// several replicas). Consume is an atomic check-and-record; an error (the store cannot be
+// reached) fails the call, so the verifier refuses the request.
+type NonceStore interface {
+	Consume(ctx context.Context, keyID, nonce string, expires time.Time) (accepted bool, reason string, err error)
+}
+
+// Resolver serves the resolver protocol from a key file, which it reads again when its
+// modification time or size changes; a change that does not load is logged and the keys
+// already loaded stay in use.
+type Resolver struct {
+	path   string
+	nonces NonceStore
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	keys  *keySet
+	stamp fileStamp
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// New loads the key file at path; nonces may be nil for a resolver whose verifiers
+// ignore nonces (nonceHandling: Ignore).
+func New(path string, nonces NonceStore, log *slog.Logger) (*Resolver, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Resolver{path: path, nonces: nonces, log: log}
+	st, err := stampOf(path)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := loadKeys(path)
+	if err != nil {
+		return nil, err
+	}
+	r.keys, r.stamp = keys, st
+	log.Info("signature resolver: keys loaded", "file", path, "keys", len(keys.byID), "ladder", keys.ladder != nil)
+	return r, nil
+}
+
+func stampOf(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{fi.ModTime(), fi.Size()}, nil
+}
+
+// current is the key set, read again first if the file changed.
+func (r *Resolver) current() *keySet {
+	st, err := stampOf(r.path)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || st == r.stamp {
+		return r.keys
+	}
+	keys, err := loadKeys(r.path)
+	if err != nil {
+		r.log.Error("signature resolver: the key file changed and does not load; keeping the keys already loaded", "file", r.path, "err", err)
+		r.stamp = st // logged once per change
+		return r.keys
+	}
+	r.keys, r.stamp = keys, st
+	r.log.Info("signature resolver: keys reloaded", "file", r.path, "keys", len(keys.byID))
+	return keys
+}
+
+// Metadata states the ladder.
+func (r *Resolver) Metadata(context.Context, *resolverapi.MetadataRequest) (*resolverapi.MetadataResponse, error) {
+	resp := &resolverapi.MetadataResponse{}
+	if l := r.current().ladder; l != nil {
+		kd := &resolverapi.KeyDerivation{Kind: l.Kind, Hash: l.Hash, SecretPrefix: l.SecretPrefix}
+		for _, s := range l.Steps {
+			kd.Steps = append(kd.Steps, &resolverapi.KeyDerivationStep{Name: s.Name, Literal: s.Literal, Scope: s.Scope, Date: s.Date})
+		}
+		resp.KeyDerivation = kd
+	}
+	return resp, nil
+}
+
+// ResolveKey answers with the key's material and user, or NotFound.
+func (r *Resolver) ResolveKey(_ context.Context, req *resolverapi.ResolveKeyRequest) (*resolverapi.ResolveKeyResponse, error) {
+	k := r.current().lookup(req.GetKeyId())
+	if k == nil {
+		return nil, status.Error(codes.NotFound, "no such key")
+	}
+	resp := &resolverapi.ResolveKeyResponse{
+		Algorithm:       k.algorithm,
+		CacheTtlSeconds: int64(k.cacheTTL / time.Second),
+		User:            &resolverapi.UserInfo{Username: k.user.Username, Uid: k.user.UID, Groups: k.user.Groups},
+	}
+	for name, values := range k.user.Extra {
+		if resp.User.Extra == nil {
+			resp.User.Extra = map[string]*resolverapi.ExtraValue{}
+		}
+		resp.User.Extra[name] = &resolverapi.ExtraValue{Items: values}
+	}
+	switch {
+	case k.publicKeyDER != nil:
+		resp.Material = &resolverapi.ResolveKeyResponse_PublicKey{PublicKey: k.publicKeyDER}
+	case k.derived:
+		resp.Material = &resolverapi.ResolveKeyResponse_DerivedKey{DerivedKey: &resolverapi.DerivedKey{Key: k.secret, From: k.from, Scope: k.scope}}
+	default:
+		resp.Material = &resolverapi.ResolveKeyResponse_Secret{Secret: k.secret}
+	}
+	return resp, nil
+}
+
+// ConsumeNonce records an accepted signature's nonce.
+func (r *Resolver) ConsumeNonce(ctx context.Context, req *resolverapi.ConsumeNonceRequest) (*resolverapi.ConsumeNonceResponse, error) {
+	switch {
+	case r.nonces == nil:
+		return nil, status.Error(codes.Unimplemented, "this resolver records no nonces: configure the verifier with nonceHandling: Ignore, or start the resolver with a nonce store")
+	case req.GetKeyId() == "" || req.GetNonce() == "":
+		return nil, status.Error(codes.InvalidArgument, "key_id and nonce are required")
+	case req.GetExpiresAt() == nil:
+		return nil, status.Error(codes.InvalidArgument, "expires_at is required: it says when the nonce may be forgotten")
+	}
+	ok, reason, err := r.nonces.Consume(ctx, req.GetKeyId(), req.GetNonce(), req.GetExpiresAt().AsTime())
+	if err != nil {
+		// A store that cannot be reached is an outage, not a replay: the gRPC status says
+		// so, and the verifier refuses the request either way.
+		return nil, status.Errorf(codes.Unavailable, "the nonce store: %v", err)
+	}
+	if !ok {
+		r.log.Info("signature resolver: nonce refused", "keyID", req.GetKeyId(), "reason", reason)
+	}
+	return &resolverapi.ConsumeNonceResponse{Accepted: ok, Reason: reason}, nil
+}
