@@ -1,0 +1,125 @@
+package noncestore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// startEtcd runs the pinned etcd that make tools builds (_output/bin/etcd) on a free
+// loopback port, or skips t without it (fails it under KPLUG_E2E_REQUIRED).
+func startEtcd(t *testing.T) (client *clientv3.Client, stop func()) {
+	t.Helper()
+	bin, _ := filepath.Abs(filepath.Join("..", "..", "_output", "bin", "etcd"))
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("KPLUG_E2E_REQUIRED") != "" {
+			t.Fatalf("etcd is missing (%v): run make tools", err)
+		}
+		t.Skipf("etcd is missing (%v): run make tools", err)
+	}
+	ports := make([]int, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+	}
+	client0 := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--listen-client-urls", client0, "--advertise-client-urls", client0,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer, "--log-level", "error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	t.Cleanup(stop)
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client0}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		_, err := c.Get(ctx, "health")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd did not answer: %v", err)
+		}
+	}
+	return c, stop
+}
+
+// TestEtcd: two stores sharing one etcd (two resolver replicas) accept a nonce once
+// between them, even when many consume it at once; a record is forgotten after its
+// expiry; with etcd gone, Consume fails rather than accepts.
+func TestEtcd(t *testing.T) {
+	c, stop := startEtcd(t)
+	a, b := &Etcd{Client: c}, &Etcd{Client: c}
+	ctx := t.Context()
+	exp := time.Now().Add(time.Minute)
+	for i, tc := range []struct {
+		s    *Etcd
+		key  string
+		want bool
+	}{{a, "k1", true}, {b, "k1", false}, {a, "k1", false}, {b, "k2", true}} {
+		ok, reason, err := tc.s.Consume(ctx, tc.key, "nonce-1", exp)
+		if err != nil || ok != tc.want {
+			t.Errorf("#%d Consume(%s) = %v %q %v, want %v", i, tc.key, ok, reason, err, tc.want)
+		}
+	}
+	for i := range 5 {
+		var accepted atomic.Int32
+		var wg sync.WaitGroup
+		for j := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := a
+				if j%2 == 1 {
+					s = b
+				}
+				if ok, _, err := s.Consume(ctx, "k", fmt.Sprint("race-", i), exp); err == nil && ok {
+					accepted.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := accepted.Load(); n != 1 {
+			t.Fatalf("nonce race-%d accepted %d times across two stores", i, n)
+		}
+	}
+	// A short expiry: the record goes with its lease.
+	if ok, _, err := a.Consume(ctx, "k3", "short", time.Now().Add(time.Second)); !ok || err != nil {
+		t.Fatalf("short: %v %v", ok, err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		resp, err := c.Get(ctx, a.key("k3", "short"))
+		if err == nil && resp.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the record outlived its lease by more than 15 s")
+		}
+	}
+	stop()
+	down, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if ok, _, err := b.Consume(down, "k4", "after", exp); ok || err == nil {
+		t.Errorf("with etcd down: accepted %v, err %v; want an error", ok, err)
+	}
+}
