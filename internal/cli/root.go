@@ -123,6 +123,7 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newImageCredentialCommand(g))
 	root.AddCommand(newPeerproxyCommand(g))
 	root.AddCommand(newSignatureProxyCommand(g))
+	root.AddCommand(newSignatureResolverCommand(g))
 	root.AddCommand(newKeyCommand(g))
 	root.AddCommand(newCompletionCommand())
 	return root

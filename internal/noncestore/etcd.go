@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Etcd is a nonce store in etcd, shared by every replica of a resolver (and so by every
@@ -89,3 +90,17 @@ func (e *Etcd) lease(ctx context.Context, expires time.Time) (clientv3.LeaseID, 
 	e.leases[at] = resp.ID
 	return resp.ID, nil
 }
+
+// DialEtcd connects to etcd at endpoints (client URLs) for a nonce store under prefix
+// ("" for the default); close the client when done. Dialing does not wait for etcd: an
+// unreachable etcd fails each Consume, so the resolver refuses, and recovers with it.
+func DialEtcd(ctx context.Context, endpoints []string, prefix string, timeout time.Duration) (*Etcd, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: zap.NewNop(), Context: ctx})
+	if err != nil {
+		return nil, err
+	}
+	return &Etcd{Client: c, Prefix: prefix}, nil
+}
+
+// Close closes the etcd client.
+func (e *Etcd) Close() error { return e.Client.Close() }
