@@ -1,6 +1,7 @@
 package verifier
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -64,9 +65,11 @@ const DefaultCacheSize = certmemo.DefaultSize
 
 // Authenticator authenticates signed requests by a Config. It is safe for concurrent use.
 type Authenticator struct {
-	cfg   *Config
-	o     Options
-	cache *certmemo.Memo[cacheKey, *authenticationv1.UserInfo]
+	cfg       *Config
+	o         Options
+	cache     *certmemo.Memo[cacheKey, *authenticationv1.UserInfo]
+	resolvers map[string]*resolverClient // by authenticator name
+	err       error                      // a resolver client that could not be made
 }
 
 // cacheKey is a validated leaf certificate, by the digest of its DER, and the
@@ -76,7 +79,9 @@ type cacheKey struct {
 	authenticator string
 }
 
-// New returns an Authenticator for cfg.
+// New returns an Authenticator for cfg. With resolver authenticators it holds a
+// connection to each resolver, made on first use: Check asks them for their metadata
+// now, and Close closes the connections.
 func New(cfg *Config, o Options) *Authenticator {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -84,7 +89,16 @@ func New(cfg *Config, o Options) *Authenticator {
 	if o.CacheSize <= 0 {
 		o.CacheSize = DefaultCacheSize
 	}
-	return &Authenticator{cfg: cfg, o: o, cache: &certmemo.Memo[cacheKey, *authenticationv1.UserInfo]{Size: o.CacheSize}}
+	a := &Authenticator{cfg: cfg, o: o, cache: &certmemo.Memo[cacheKey, *authenticationv1.UserInfo]{Size: o.CacheSize}, resolvers: map[string]*resolverClient{}}
+	for _, r := range cfg.resolvers {
+		c, err := newResolverClient(r, o.Metrics)
+		if err != nil {
+			a.err = errors.Join(a.err, err)
+			continue
+		}
+		a.resolvers[r.name] = c
+	}
+	return a
 }
 
 // refusal is a signature refused by the certificate backend, and the authenticator that
@@ -119,16 +133,28 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 	var claimed string
 	var last *refusal
 	var user *authenticationv1.UserInfo
+	var resolved *resolution
 	resolve := func(s *httpsig.Signature) (any, error) {
-		claimed, last, user = "", nil, nil
-		auth, err := a.cfg.claim(s, now)
-		if auth != nil {
-			claimed = auth.name
-		}
-		if err == nil {
-			// Trust before use: httpsig reads the body once the signature verifies under
-			// the key returned here, so the key must already speak for a user.
-			user, err = a.identity(auth, s.Certificate, now)
+		claimed, last, user, resolved = "", nil, nil, nil
+		var key any
+		var err error
+		if s.Certificate == nil {
+			resolved, claimed, err = a.fromResolver(req, s, now)
+			if err == nil {
+				key, user = resolved.key, resolved.user
+			}
+		} else {
+			auth, cerr := a.cfg.claim(s, now)
+			if auth != nil {
+				claimed = auth.name
+			}
+			err = cerr
+			if err == nil {
+				// Trust before use: httpsig reads the body once the signature verifies
+				// under the key returned here, so the key must already speak for a user.
+				user, err = a.identity(auth, s.Certificate, now)
+				key = s.Certificate.PublicKey
+			}
 		}
 		if c, ok := req.Body.(interface{ chargeTo(string) }); ok && err == nil {
 			c.chargeTo(user.Username) // the body it reads next is this user's
@@ -137,17 +163,101 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 			errors.As(err, &last)
 			return nil, err
 		}
-		return s.Certificate.PublicKey, nil
+		return key, nil
 	}
-	_, err := httpsig.Verify(req, policy, resolve)
+	sig, err := httpsig.Verify(req, policy, resolve)
 	if he := (*httpsig.Error)(nil); err != nil && !errors.As(err, &he) {
 		return nil, err // not a refusal: the server cannot hold the body now
 	}
 	if err != nil {
 		return nil, a.refused(err, claimed, last)
 	}
+	if resolved != nil {
+		// Only now, with the signature verified, may its nonce be recorded: an
+		// unauthenticated client must not be able to burn another's nonces.
+		if err := resolved.client.consumeNonce(req.Context(), sig, resolved.maxAge, policy.MaxClockSkew); err != nil {
+			return nil, a.refused(err, claimed, nil)
+		}
+	}
 	a.o.Metrics.outcome(claimed, httpsig.Accepted)
 	return user, nil
+}
+
+// resolution is a key a resolver vouched for: the key to verify with, its user, the
+// maxAge that applies, and the resolver that records the nonce.
+type resolution struct {
+	client *resolverClient
+	key    any
+	user   *authenticationv1.UserInfo
+	maxAge time.Duration
+}
+
+// fromResolver resolves a signature whose key ID is not a certificate's through the
+// resolvers that claim it, in order, until one serves it. It returns the authenticator
+// that claimed it ("" when none did).
+func (a *Authenticator) fromResolver(req *http.Request, s *httpsig.Signature, now time.Time) (*resolution, string, error) {
+	candidates := a.cfg.resolversFor(s.KeyID)
+	if len(candidates) == 0 {
+		if len(a.cfg.resolvers) == 0 {
+			return nil, "", &refusal{outcome: NotCertificate, err: fmt.Errorf("keyid %s is not a certificate keyid (%s...): this verifier has no resolver", httpsig.Quote(s.KeyID), httpsig.CertificateKeyIDPrefix)}
+		}
+		return nil, "", &refusal{outcome: NotCertificate, err: fmt.Errorf("keyid %s is not a certificate keyid (%s...), and no resolver's keyIDPrefixes names its first part", httpsig.Quote(s.KeyID), httpsig.CertificateKeyIDPrefix)}
+	}
+	skew := a.cfg.Policy.MaxClockSkew
+	age := now.Sub(s.Created)
+	for _, rc := range candidates {
+		refuse := func(o httpsig.Outcome, err error) (*resolution, string, error) {
+			return nil, rc.name, &refusal{authenticator: rc.name, outcome: o, err: err}
+		}
+		r := a.resolvers[rc.name]
+		if r == nil {
+			return refuse(ResolverUnavailable, fmt.Errorf("authenticator %q: no connection to its resolver: %w", rc.name, a.err))
+		}
+		// Before the lookup: an unauthenticated client must not drive resolver calls with
+		// timestamps no key could accept.
+		if age > rc.maxAge+skew {
+			return refuse(httpsig.Stale, fmt.Errorf("signature created %s ago, more than authenticator %q's maxAge %s plus maxClockSkew %s", age.Truncate(time.Second), rc.name, rc.maxAge, skew))
+		}
+		relayed, err := r.relayedValues(req, s)
+		if err != nil {
+			return refuse(httpsig.Uncovered, fmt.Errorf("authenticator %q: %w", rc.name, err))
+		}
+		k, err := r.lookup(req.Context(), s, relayed, now)
+		if errors.Is(err, errNotServed) {
+			continue
+		}
+		if err == nil {
+			maxAge := rc.maxAge
+			if k.maxAge > 0 {
+				maxAge = min(maxAge, k.maxAge)
+			}
+			if m := r.meta.Load(); m != nil && m.maxAge > 0 {
+				maxAge = min(maxAge, m.maxAge)
+			}
+			if age > maxAge+skew {
+				return refuse(httpsig.Stale, fmt.Errorf("signature created %s ago, more than the %s its resolver allows plus maxClockSkew %s", age.Truncate(time.Second), maxAge, skew))
+			}
+			var key any
+			if key, err = r.verificationKey(req.Context(), k, s, now); err == nil {
+				return &resolution{client: r, key: key, user: k.user, maxAge: maxAge}, rc.name, nil
+			}
+		}
+		var rf *refusal
+		var bad *badAnswer
+		var down *unavailable
+		switch {
+		case errors.As(err, &rf):
+			return nil, rc.name, err
+		case errors.As(err, &bad):
+			return refuse(ResolverUnavailable, fmt.Errorf("authenticator %q: the resolver's answer is unusable: %w", rc.name, err))
+		case errors.As(err, &down):
+			return refuse(ResolverUnavailable, err)
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			return refuse(ResolverUnavailable, &unavailable{rc.name, err})
+		}
+		return refuse(httpsig.UnknownKey, fmt.Errorf("authenticator %q: %w", rc.name, err))
+	}
+	return nil, "", &refusal{outcome: httpsig.UnknownKey, err: fmt.Errorf("no resolver serves key %s", httpsig.Quote(s.KeyID))}
 }
 
 // refused counts err against the authenticator that claimed the signature, or as

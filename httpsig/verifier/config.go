@@ -42,6 +42,8 @@ type Config struct {
 	// longest of the authenticators', each of which then applies its own.
 	Policy         httpsig.Policy
 	authenticators []*x509Authenticator
+	resolvers      []*resolverAuthenticator
+	names          []string                      // of all authenticators, in configuration order
 	byKeyID        map[string]*x509Authenticator // anchor subject key ID -> its authenticator
 	files          []readFile                    // the certificateAuthorityFiles read
 }
@@ -85,13 +87,7 @@ func (c *Config) anchors() []string {
 }
 
 // AuthenticatorNames are the configured authenticators' names, in configuration order.
-func (c *Config) AuthenticatorNames() []string {
-	names := make([]string, len(c.authenticators))
-	for i, a := range c.authenticators {
-		names[i] = a.name
-	}
-	return names
-}
+func (c *Config) AuthenticatorNames() []string { return slices.Clone(c.names) }
 
 // x509Authenticator is one configured authenticator.
 type x509Authenticator struct {
@@ -121,7 +117,7 @@ type (
 		Name                string           `json:"name"`
 		MaxAge              *metav1.Duration `json:"maxAge,omitempty"`
 		X509                *x509Spec        `json:"x509,omitempty"`
-		Resolver            json.RawMessage  `json:"resolver,omitempty"`
+		Resolver            *resolverSpec    `json:"resolver,omitempty"`
 		UserValidationRules []ruleSpec       `json:"userValidationRules,omitempty"`
 	}
 	x509Spec struct {
@@ -241,15 +237,22 @@ func (s *httpSignatureSection) compile(dir string) (*Config, error) {
 	keys := map[string]string{} // anchor public key (DER) -> authenticator name
 	for i := range s.Authenticators {
 		p := fmt.Sprintf("%s.authenticators[%d]", path, i)
-		a, err := s.Authenticators[i].compile(p, dir)
+		a, r, err := s.Authenticators[i].compile(p, dir)
 		p = fmt.Sprintf("%s (%s)", p, s.Authenticators[i].Name)
 		if err != nil {
 			return nil, err
 		}
-		if names[a.name] {
-			return nil, fmt.Errorf("%s.name: %q is used by an earlier authenticator", p, a.name)
+		name := s.Authenticators[i].Name
+		if names[name] {
+			return nil, fmt.Errorf("%s.name: %q is used by an earlier authenticator", p, name)
 		}
-		names[a.name] = true
+		names[name] = true
+		c.names = append(c.names, name)
+		if r != nil {
+			c.Policy.MaxAge = max(c.Policy.MaxAge, r.maxAge)
+			c.resolvers = append(c.resolvers, r)
+			continue
+		}
 		if a.caFile.path != "" {
 			c.files = append(c.files, a.caFile)
 		}
@@ -265,6 +268,9 @@ func (s *httpSignatureSection) compile(dir string) (*Config, error) {
 		}
 		c.Policy.MaxAge = max(c.Policy.MaxAge, a.maxAge)
 		c.authenticators = append(c.authenticators, a)
+	}
+	if err := c.checkResolvers(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -283,45 +289,62 @@ func requiredHeaders(in map[string][]string) (map[string][]string, error) {
 	return out, nil
 }
 
-func (a *authenticatorSpec) compile(path, dir string) (*x509Authenticator, error) {
+// compile checks one authenticator: an x509 one, or a resolver one.
+func (a *authenticatorSpec) compile(path, dir string) (*x509Authenticator, *resolverAuthenticator, error) {
 	if a.Name == "" {
-		return nil, fmt.Errorf("%s.name: required", path)
+		return nil, nil, fmt.Errorf("%s.name: required", path)
 	}
 	if len(a.Name) > 253 {
-		return nil, fmt.Errorf("%s.name: longer than 253 characters", path)
+		return nil, nil, fmt.Errorf("%s.name: longer than 253 characters", path)
 	}
 	path = fmt.Sprintf("%s (%s)", path, a.Name)
 	switch {
-	case len(a.Resolver) > 0 && a.X509 != nil:
-		return nil, fmt.Errorf("%s: exactly one of x509 and resolver may be set", path)
-	case len(a.Resolver) > 0:
-		return nil, fmt.Errorf("%s.resolver: resolver authenticators are not supported by kplug; use an x509 authenticator", path)
-	case a.X509 == nil:
-		return nil, fmt.Errorf("%s: one of x509 and resolver is required (kplug supports x509)", path)
+	case a.Resolver != nil && a.X509 != nil:
+		return nil, nil, fmt.Errorf("%s: exactly one of x509 and resolver may be set", path)
+	case a.Resolver == nil && a.X509 == nil:
+		return nil, nil, fmt.Errorf("%s: one of x509 and resolver is required", path)
 	}
-	out := &x509Authenticator{name: a.Name, maxAge: DefaultMaxAge}
+	maxAge := DefaultMaxAge
 	if a.MaxAge != nil {
 		if a.MaxAge.Duration <= 0 {
-			return nil, fmt.Errorf("%s.maxAge: %s is not positive", path, a.MaxAge.Duration)
+			return nil, nil, fmt.Errorf("%s.maxAge: %s is not positive", path, a.MaxAge.Duration)
 		}
-		out.maxAge = a.MaxAge.Duration
+		maxAge = a.MaxAge.Duration
 	}
+	userRules, err := compileRules(path+".userValidationRules", a.UserValidationRules, userEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.Resolver != nil {
+		r := &resolverAuthenticator{name: a.Name, maxAge: maxAge, userRules: userRules}
+		if err := a.Resolver.compile(path, r); err != nil {
+			return nil, nil, err
+		}
+		return nil, r, nil
+	}
+	out, err := a.X509.compile(path, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	out.name, out.maxAge, out.userRules = a.Name, maxAge, userRules
+	return out, nil, nil
+}
+
+// compile checks an x509 section.
+func (x *x509Spec) compile(path, dir string) (*x509Authenticator, error) {
+	out := &x509Authenticator{}
 	var err error
-	if out.anchors, out.caFile, err = a.X509.anchors(path+".x509", dir); err != nil {
+	if out.anchors, out.caFile, err = x.anchors(path+".x509", dir); err != nil {
 		return nil, err
 	}
 	out.roots = x509.NewCertPool()
 	for _, c := range out.anchors {
 		out.roots.AddCert(c)
 	}
-	x := a.X509
 	if out.certRules, err = compileRules(fmt.Sprintf("%s.x509.certificateValidationRules", path), x.CertificateValidationRules, certEnv); err != nil {
 		return nil, err
 	}
 	if out.mapping, err = compileMapping(path+".x509.claimMappings", x.ClaimMappings); err != nil {
-		return nil, err
-	}
-	if out.userRules, err = compileRules(path+".userValidationRules", a.UserValidationRules, userEnv); err != nil {
 		return nil, err
 	}
 	return out, nil

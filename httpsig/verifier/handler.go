@@ -65,7 +65,7 @@ type HandlerOptions struct {
 	// (a client that trickles its body is cut off); zero means DefaultBodyReadTimeout.
 	// Requests without a body (watches, upgrades) are not bound by it.
 	BodyReadTimeout time.Duration
-	// RefusalWriteTimeout bounds the writing of a refusal (400, 401, 429, 502): a client
+	// RefusalWriteTimeout bounds the writing of a refusal (400, 401, 429, 502, 503): a client
 	// that has not taken it by then loses its connection. Zero means
 	// DefaultRefusalWriteTimeout. Forwarded responses (watches, upgrades) have no bound.
 	RefusalWriteTimeout time.Duration
@@ -194,6 +194,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		outcome := httpsig.Outcome("")
 		if errors.As(err, &he) {
 			outcome = he.Outcome
+		}
+		if outcome == ResolverUnavailable {
+			// Fail closed, but say it is not the client's fault: the request may pass
+			// once the resolver answers again.
+			h.refuse(w, r, rejection{code: http.StatusServiceUnavailable, reason: metav1.StatusReasonServiceUnavailable, message: "signature proxy: " + err.Error(), retryAfter: 1,
+				level: slog.LevelWarn, event: "signature proxy: refused, the resolver is unavailable", attrs: []any{"outcome", outcome, errorAttr(err)}})
+			return
 		}
 		h.refuse(w, r, rejection{code: http.StatusUnauthorized, reason: metav1.StatusReasonUnauthorized, message: "Unauthorized: " + err.Error(),
 			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{"outcome", outcome, errorAttr(err)}})

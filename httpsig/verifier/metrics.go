@@ -3,6 +3,7 @@ package verifier
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,6 +19,13 @@ type Metrics struct {
 	outcomes  *prometheus.CounterVec
 	unclaimed *prometheus.CounterVec
 	cache     *prometheus.CounterVec
+	// Of resolver authenticators, labelled by authenticator name ("resolver").
+	calls      *prometheus.CounterVec
+	durations  *prometheus.HistogramVec
+	metadataAt *prometheus.GaugeVec
+	keyCache   *prometheus.CounterVec
+	derivation *prometheus.GaugeVec
+	nonces     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg; a nil reg registers nothing.
@@ -37,8 +45,35 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kplug_httpsig_certificate_validation_cache_lookups_total",
 			Help: "Lookups of validated certificates, by authenticator and result (hit, miss).",
 		}, []string{"authenticator", "result"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplug_httpsig_resolver_request_total",
+			Help: "Calls to resolvers, by resolver (authenticator name), method and gRPC code.",
+		}, []string{"resolver", "method", "code"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kplug_httpsig_resolver_request_duration_seconds",
+			Help:    "Time of calls to resolvers, by resolver and method.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		}, []string{"resolver", "method"}),
+		metadataAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kplug_httpsig_resolver_metadata_success_timestamp",
+			Help: "Unix time of a resolver's last successful Metadata call: its health.",
+		}, []string{"resolver"}),
+		keyCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplug_httpsig_key_cache_lookup_total",
+			Help: "Lookups of resolved keys, by resolver and result (hit, negative_hit, miss).",
+		}, []string{"resolver", "result"}),
+		derivation: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kplug_httpsig_resolver_key_derivation_info",
+			Help: "1 for the SHA-256 of the key derivation ladder a resolver states (\"\" for none).",
+		}, []string{"resolver", "sha256"}),
+		nonces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kplug_httpsig_resolver_nonce_tracking",
+			Help: "1 when a resolver authenticator records nonces (nonceHandling Consume), 0 when replay protection is off (Ignore).",
+		}, []string{"resolver"}),
 	}
-	if err := errors.Join(metrics.Register(reg, &m.outcomes), metrics.Register(reg, &m.unclaimed), metrics.Register(reg, &m.cache)); err != nil {
+	if err := errors.Join(metrics.Register(reg, &m.outcomes), metrics.Register(reg, &m.unclaimed), metrics.Register(reg, &m.cache),
+		metrics.Register(reg, &m.calls), metrics.Register(reg, &m.durations), metrics.Register(reg, &m.metadataAt),
+		metrics.Register(reg, &m.keyCache), metrics.Register(reg, &m.derivation), metrics.Register(reg, &m.nonces)); err != nil {
 		return nil, fmt.Errorf("verifier: registering metrics: %w", err)
 	}
 	return m, nil
@@ -65,4 +100,35 @@ func (m *Metrics) cacheLookup(authenticator string, hit bool) {
 		result = "hit"
 	}
 	m.cache.WithLabelValues(authenticator, result).Inc()
+}
+
+func (m *Metrics) resolverCall(resolver, method, code string, took time.Duration) {
+	if m != nil {
+		m.calls.WithLabelValues(resolver, method, code).Inc()
+		m.durations.WithLabelValues(resolver, method).Observe(took.Seconds())
+	}
+}
+
+func (m *Metrics) metadataSuccess(resolver string, at time.Time, ladder string) {
+	if m != nil {
+		m.metadataAt.WithLabelValues(resolver).Set(float64(at.Unix()))
+		m.derivation.DeletePartialMatch(prometheus.Labels{"resolver": resolver})
+		m.derivation.WithLabelValues(resolver, ladder).Set(1)
+	}
+}
+
+func (m *Metrics) keyCacheLookup(resolver, result string) {
+	if m != nil {
+		m.keyCache.WithLabelValues(resolver, result).Inc()
+	}
+}
+
+func (m *Metrics) nonceTracking(resolver string, on bool) {
+	if m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.nonces.WithLabelValues(resolver).Set(v)
+	}
 }

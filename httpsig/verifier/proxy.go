@@ -163,7 +163,19 @@ func (p *Proxy) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", p.o.ConfigFile, err)
 	}
-	p.auth.Store(New(cfg, Options{Metrics: p.o.Metrics}))
+	auth := New(cfg, Options{Metrics: p.o.Metrics})
+	// A resolver that does not answer, or states a ladder that does not validate, fails
+	// the load rather than the requests that follow it.
+	if err := auth.Check(context.Background()); err != nil {
+		_ = auth.Close()
+		return false, fmt.Errorf("%s: %w", p.o.ConfigFile, err)
+	}
+	p.auth.Store(auth)
+	if old != nil {
+		// Requests that began with the old configuration may still be asking its
+		// resolvers; no call outlives two call timeouts.
+		time.AfterFunc(2*ResolverCallTimeout, func() { _ = old.Close() })
+	}
 	p.content = string(data)
 	p.logLoad(old, cfg, configChanged)
 	return true, nil
@@ -245,6 +257,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 		}
 		wg.Wait()
 	})
+	_ = p.auth.Load().Close()
 	if refused != nil {
 		return fmt.Errorf("verifier: %w", refused)
 	}

@@ -87,14 +87,7 @@ func (r *Resolver) current() *keySet {
 
 // Metadata states the ladder.
 func (r *Resolver) Metadata(context.Context, *resolverapi.MetadataRequest) (*resolverapi.MetadataResponse, error) {
-	resp := &resolverapi.MetadataResponse{}
-	if l := r.current().ladder; l != nil {
-		kd := &resolverapi.KeyDerivation{Kind: l.Kind, Hash: l.Hash, SecretPrefix: l.SecretPrefix}
-		for _, s := range l.Steps {
-			kd.Steps = append(kd.Steps, &resolverapi.KeyDerivationStep{Name: s.Name, Literal: s.Literal, Scope: s.Scope, Date: s.Date})
-		}
-		resp.KeyDerivation = kd
-	}
+	resp := &resolverapi.MetadataResponse{KeyDerivation: resolverapi.KeyDerivationOf(r.current().ladder)}
 	return resp, nil
 }
 
