@@ -237,6 +237,29 @@ func TestRefusedRequestsAre401(t *testing.T) {
 	}
 }
 
+// TestResolverOutageIs503: a request refused because the resolver could not be asked is
+// answered 503 with Retry-After, not 401 (it may pass when the resolver is back), and
+// nothing goes upstream.
+func TestResolverOutageIs503(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, nil)
+	front := newFrontend(t, &fakeAuth{err: &httpsig.Error{Outcome: ResolverUnavailable, Err: errors.New(`authenticator "keys": the resolver is unavailable (Unavailable); retry shortly`)}}, up)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, front.URL+"/api", nil)
+	resp, err := front.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	s := decodeStatus(t, resp)
+	if resp.StatusCode != http.StatusServiceUnavailable || s.Reason != metav1.StatusReasonServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+		s.Message != `signature proxy: authenticator "keys": the resolver is unavailable (Unavailable); retry shortly` {
+		t.Errorf("%d Retry-After %q %+v", resp.StatusCode, resp.Header.Get("Retry-After"), s)
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("%d requests went upstream", n)
+	}
+}
+
 // TestUpgradePassesThrough: an upgrade (as kubectl exec makes) is authenticated, has its
 // forged identity removed, and then carries bytes both ways.
 func TestUpgradePassesThrough(t *testing.T) {
