@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +26,9 @@ type signatureResolverOptions struct {
 	maxNonces     int
 	etcdEndpoints []string
 	etcdPrefix    string
+	etcdCA        string
+	etcdCert      string
+	etcdKey       string
 	callTimeout   time.Duration
 }
 
@@ -43,7 +48,8 @@ whoever can connect to it can learn every key and record nonces. Each call is bo
 --call-timeout.`,
 		Example: `  kplug signature-resolver --keys /etc/kplug/resolver-keys.yaml --socket /run/kplug/resolver/resolver.sock
   kplug signature-resolver --keys keys.yaml --socket /run/kplug/resolver/resolver.sock \
-      --nonce-store etcd --etcd-endpoints https://etcd-0:2379`,
+      --nonce-store etcd --etcd-endpoints https://etcd-0:2379 \
+      --etcd-cafile /etc/kplug/etcd/ca.crt --etcd-certfile /etc/kplug/etcd/client.crt --etcd-keyfile /etc/kplug/etcd/client.key`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
 	}
@@ -54,6 +60,9 @@ whoever can connect to it can learn every key and record nonces. Each call is bo
 	f.IntVar(&o.maxNonces, "max-nonces", 1_000_000, "--nonce-store memory: unexpired nonces held; when full, nonces are refused, never forgotten")
 	f.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "--nonce-store etcd: the etcd client URLs")
 	f.StringVar(&o.etcdPrefix, "etcd-prefix", "/kplug/nonces/", "--nonce-store etcd: the key prefix of nonce records")
+	f.StringVar(&o.etcdCA, "etcd-cafile", "", "--nonce-store etcd: the CA bundle that verifies etcd's serving certificate (default: the system's)")
+	f.StringVar(&o.etcdCert, "etcd-certfile", "", "--nonce-store etcd: the client certificate presented to etcd")
+	f.StringVar(&o.etcdKey, "etcd-keyfile", "", "--nonce-store etcd: the client certificate's key")
 	f.DurationVar(&o.callTimeout, "call-timeout", 5*time.Second, "the longest one call may take, the nonce store's included")
 	return cmd
 }
@@ -78,7 +87,11 @@ func (o *signatureResolverOptions) run(ctx context.Context, g *globals) error {
 		if len(o.etcdEndpoints) == 0 {
 			return &usageError{err: errors.New("--nonce-store etcd needs --etcd-endpoints"), showHelp: true}
 		}
-		e, err := noncestore.DialEtcd(ctx, o.etcdEndpoints, o.etcdPrefix, o.callTimeout)
+		tlsConfig, err := o.etcdTLS()
+		if err != nil {
+			return invalidConfig(err)
+		}
+		e, err := noncestore.DialEtcd(ctx, o.etcdEndpoints, o.etcdPrefix, o.callTimeout, tlsConfig)
 		if err != nil {
 			return invalidConfig(fmt.Errorf("--etcd-endpoints: %w", err))
 		}
@@ -140,4 +153,31 @@ func listenPrivate(ctx context.Context, path string) (net.Listener, error) {
 		return nil, fmt.Errorf("--socket: %w", err)
 	}
 	return l, nil
+}
+
+// etcdTLS is the TLS configuration of https etcd endpoints: etcd's CA (or the system's),
+// and the client certificate, if given.
+func (o *signatureResolverOptions) etcdTLS() (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.etcdCA != "" {
+		pem, err := os.ReadFile(o.etcdCA)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cafile: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-cafile %s: no PEM certificate in it", o.etcdCA)
+		}
+	}
+	switch {
+	case (o.etcdCert == "") != (o.etcdKey == ""):
+		return nil, errors.New("--etcd-certfile and --etcd-keyfile go together")
+	case o.etcdCert != "":
+		cert, err := tls.LoadX509KeyPair(o.etcdCert, o.etcdKey)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-certfile/--etcd-keyfile: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }

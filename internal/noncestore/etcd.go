@@ -3,8 +3,11 @@ package noncestore
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/url"
 	"sync"
 	"time"
 
@@ -94,8 +97,21 @@ func (e *Etcd) lease(ctx context.Context, expires time.Time) (clientv3.LeaseID, 
 // DialEtcd connects to etcd at endpoints (client URLs) for a nonce store under prefix
 // ("" for the default); close the client when done. Dialing does not wait for etcd: an
 // unreachable etcd fails each Consume, so the resolver refuses, and recovers with it.
-func DialEtcd(ctx context.Context, endpoints []string, prefix string, timeout time.Duration) (*Etcd, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: zap.NewNop(), Context: ctx})
+//
+// tlsConfig, when set, is used for https endpoints (the server verified against its
+// RootCAs, a client certificate presented). An http endpoint must be on loopback: over a
+// network, whoever can change the records can replay every request they saw.
+func DialEtcd(ctx context.Context, endpoints []string, prefix string, timeout time.Duration, tlsConfig *tls.Config) (*Etcd, error) {
+	for _, e := range endpoints {
+		u, err := url.Parse(e)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("etcd endpoint %q: want http(s)://host:port", e)
+		}
+		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+			return nil, fmt.Errorf("etcd endpoint %q is plain http to another host: use https (with the etcd CA), or a loopback address", e)
+		}
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: zap.NewNop(), Context: ctx, TLS: tlsConfig})
 	if err != nil {
 		return nil, err
 	}
@@ -104,3 +120,11 @@ func DialEtcd(ctx context.Context, endpoints []string, prefix string, timeout ti
 
 // Close closes the etcd client.
 func (e *Etcd) Close() error { return e.Client.Close() }
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,5 +122,27 @@ func TestEtcd(t *testing.T) {
 	defer cancel()
 	if ok, _, err := b.Consume(down, "k4", "after", exp); ok || err == nil {
 		t.Errorf("with etcd down: accepted %v, err %v; want an error", ok, err)
+	}
+}
+
+// TestDialEtcdRefusesPlainHTTPToAnotherHost: over a network, whoever can change the nonce
+// records can replay what they saw.
+func TestDialEtcdRefusesPlainHTTPToAnotherHost(t *testing.T) {
+	for endpoint, want := range map[string]string{
+		"http://etcd-0.example:2379": "plain http to another host: use https",
+		"http://10.0.0.7:2379":       "plain http to another host",
+		"etcd-0:2379":                "want http(s)://host:port",
+	} {
+		if _, err := DialEtcd(t.Context(), []string{endpoint}, "/n/", time.Second, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DialEtcd(%s) = %v, want %q", endpoint, err, want)
+		}
+	}
+	for _, endpoint := range []string{"http://127.0.0.1:1", "http://localhost:1", "http://[::1]:1", "https://etcd-0.example:2379"} {
+		e, err := DialEtcd(t.Context(), []string{endpoint}, "/n/", time.Second, nil)
+		if err != nil {
+			t.Errorf("DialEtcd(%s) = %v", endpoint, err)
+			continue
+		}
+		_ = e.Close()
 	}
 }
