@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplug/kplug/execcred/plugin"
+	"github.com/kplug/kplug/execcred/wire"
 )
 
 // FuncSource adapts a plugin function (execcred/plugin.Func) to a Source, so that a
@@ -18,7 +19,9 @@ import (
 // info on every call, as a client would tell it in KUBERNETES_EXEC_INFO (an empty
 // APIVersion means v1), and, when asked to replace a credential the server rejected, the
 // server's answer in Response, as a v1alpha1 client sends it. FromClient is true. Put the
-// source under the decorators like any other.
+// source under the decorators like any other. When info.HTTPSignature states a key
+// derivation ladder, a secret f returns with a stage is derived through it, as a
+// kubeconfig's keyDerivation has a plugin's secret derived.
 func FuncSource(f plugin.Func, info plugin.Info) Source {
 	if info.APIVersion == "" {
 		info.APIVersion = V1
@@ -36,7 +39,11 @@ func FuncSource(f plugin.Func, info plugin.Info) Source {
 		if status == nil {
 			return nil, errors.New("plugin: the plugin function returned no credential")
 		}
-		cred, err := FromStatus(status)
+		var kd *wire.KeyDerivation // the ladder the function was told, if any
+		if in.HTTPSignature != nil {
+			kd = in.HTTPSignature.KeyDerivation
+		}
+		cred, err := fromStatus(status, kd)
 		if err != nil {
 			return nil, fmt.Errorf("plugin: %w", err)
 		}
