@@ -131,19 +131,7 @@ const signingFileLimit = 1 << 20
 // (through links), never blocking on a FIFO nor reading a device without end, at most
 // signingFileLimit bytes.
 func readSigningFile(path string) ([]byte, error) {
-	f, err := privdir.OpenLinked(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, signingFileLimit+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > signingFileLimit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, signingFileLimit)
-	}
-	return b, nil
+	return privdir.ReadLinked(path, signingFileLimit)
 }
 
 func (f *KeyFiles) certName() string {

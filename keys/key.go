@@ -190,18 +190,4 @@ const keyFileLimit = 1 << 20
 // readKeyFile reads a key file: a regular file, through symbolic links (people link keys
 // from elsewhere), never blocking on a FIFO nor reading a device such as /dev/zero without
 // end, at most keyFileLimit bytes.
-func readKeyFile(path string) ([]byte, error) {
-	f, err := privdir.OpenLinked(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, keyFileLimit+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > keyFileLimit {
-		return nil, fmt.Errorf("%s is larger than %d bytes, too large for a key file", path, keyFileLimit)
-	}
-	return b, nil
-}
+func readKeyFile(path string) ([]byte, error) { return privdir.ReadLinked(path, keyFileLimit) }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"strings"
 	"sync"
 
 	"github.com/google/go-tpm/tpm2"
@@ -70,7 +71,7 @@ func openTPM(u *TPMURI, o Options) (Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tpm: reading the auth value of %s from pin-source: %w", u.keyName(), err)
 		}
-		auth, explicit = trimNewline(string(b)), true
+		auth, explicit = strings.TrimRight(string(b), "\r\n"), true
 	}
 	var file *tss2Key
 	if u.File != "" {
@@ -111,21 +112,7 @@ func openTPM(u *TPMURI, o Options) (Source, error) {
 
 // readPINSource reads a pin-source file: a regular file only (a FIFO or a device such as
 // /dev/zero is refused without blocking on it), of at most tpmPINLimit bytes.
-func readPINSource(path string) ([]byte, error) {
-	f, err := privdir.OpenLinked(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, tpmPINLimit+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > tpmPINLimit {
-		return nil, fmt.Errorf("%s is longer than %d bytes, too long for an auth value", path, tpmPINLimit)
-	}
-	return b, nil
-}
+func readPINSource(path string) ([]byte, error) { return privdir.ReadLinked(path, tpmPINLimit) }
 
 // mayGuessEmptyAuth refuses to guess the empty auth value of a key protected by the TPM's
 // dictionary-attack lockout once its lockout counter is above 0: each wrong guess counts

@@ -133,7 +133,7 @@ func TestSecurityTPMPINSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ source, want string }{
-		{long, "tpm: reading the auth value of TPM key 0x81000001 from pin-source: " + long + " is longer than 128 bytes, too long for an auth value"},
+		{long, "tpm: reading the auth value of TPM key 0x81000001 from pin-source: " + long + " is larger than 128 bytes"},
 		{fifo, "tpm: reading the auth value of TPM key 0x81000001 from pin-source: " + fifo + " is not a regular file"},
 		{"/dev/zero", "tpm: reading the auth value of TPM key 0x81000001 from pin-source: /dev/zero is not a regular file"},
 	} {

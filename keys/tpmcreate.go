@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/google/go-tpm/tpm2"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // tpmKeyAlgorithms are the algorithms CreateTPMKey accepts, the first its default: the
@@ -58,7 +60,7 @@ func CreateTPMKey(path string, o TPMKeyOptions) (crypto.PublicKey, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tpm: reading the new key's auth value: %w", err)
 		}
-		if auth = []byte(trimNewline(string(b))); len(auth) == 0 {
+		if auth = []byte(strings.TrimRight(string(b), "\r\n")); len(auth) == 0 {
 			return nil, fmt.Errorf("tpm: the auth value in %s is empty: leave the PIN source out for a key without one", o.PINSource)
 		}
 		if len(auth) > crypto.SHA256.Size() {
@@ -196,7 +198,7 @@ func (k *tpmKey) storageRootKey() (tpm2.AuthHandle, error) {
 // writeNewFile writes b to a file that must not exist yet (O_EXCL: nor a symbolic link
 // there), mode 0600, removing what it wrote if the write fails.
 func writeNewFile(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) //nolint:gosec // the user names where their key file goes
+	f, err := privdir.Create(path)
 	if err != nil {
 		return err
 	}
@@ -208,11 +210,4 @@ func writeNewFile(path string, b []byte) error {
 		_ = os.Remove(path)
 	}
 	return err
-}
-
-func trimNewline(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
-	}
-	return s
 }

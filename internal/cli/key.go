@@ -448,7 +448,7 @@ func checkIssued(b []byte, key crypto.PublicKey, want subjectOptions, now time.T
 // a mistyped --cert-file naming the key file would destroy the key (issue 30 second
 // review, N5).
 func checkCertificateTarget(path string) error {
-	b, err := readLinked(path, maxIssuedBytes+1)
+	b, err := privdir.ReadLinked(path, maxIssuedBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -597,7 +597,7 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 		return err
 	}
 	_ = c.Close()
-	b, err := readLinked(certFile, 1<<20)
+	b, err := privdir.ReadLinked(certFile, 1<<20)
 	if err != nil {
 		return fmt.Errorf("--cert-file: %w", err)
 	}
@@ -736,14 +736,4 @@ func keyAlgorithm(pub crypto.PublicKey) string {
 		return fmt.Sprintf("RSA %d", k.N.BitLen())
 	}
 	return fmt.Sprintf("%T", pub)
-}
-
-// readLinked reads at most limit bytes of a regular file the user names, through links.
-func readLinked(path string, limit int64) ([]byte, error) {
-	f, err := privdir.OpenLinked(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
 }

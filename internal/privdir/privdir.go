@@ -127,12 +127,28 @@ func openRegular(path string, flag int) (*os.File, error) {
 	return f, nil
 }
 
+// ReadLinked reads a regular file with OpenLinked's rules (a link is followed to a regular
+// file; a FIFO or device is refused without blocking): at most limit bytes, a larger file
+// being an error that says so.
+func ReadLinked(path string, limit int64) ([]byte, error) {
+	f, err := OpenLinked(path)
+	if err != nil {
+		return nil, err
+	}
+	return readAtMost(f, path, limit)
+}
+
 // ReadFile reads a regular file with Open's rules; a file over limit bytes is an error.
 func ReadFile(path string, limit int64) ([]byte, error) {
 	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}
+	return readAtMost(f, path, limit)
+}
+
+// readAtMost reads f, opened at path, and closes it: at most limit bytes.
+func readAtMost(f *os.File, path string, limit int64) ([]byte, error) {
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -90,17 +89,9 @@ var algorithms = map[string]bool{"ed25519": true, "ecdsa-p256-sha256": true, "ec
 // loadKeys reads and checks a key file: a regular file (through links) of at most
 // maxKeyFileBytes.
 func loadKeys(path string) (*keySet, error) {
-	f, err := privdir.OpenLinked(path)
+	b, err := privdir.ReadLinked(path, maxKeyFileBytes)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxKeyFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFileBytes)
 	}
 	return parseKeys(b)
 }
