@@ -3,7 +3,10 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,13 +31,37 @@ const (
 	awsExampleSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 )
 
-// awsUnservedKeyID is AWS's other example key ID: listed in keyIDPrefixes, but in no key
-// file.
-const awsUnservedKeyID = "AKIAI44QH8DHBEXAMPLE"
+// Key IDs of the resolver's key file beside the example key: AWS's other example key ID,
+// listed in keyIDPrefixes but in no key file, and two keys the resolver holds staged
+// after the ladder's date step, for the day of the test and for the day before.
+const (
+	awsUnservedKeyID = "AKIAI44QH8DHBEXAMPLE"
+	stagedKeyID      = "AKIASTAGEDTODAYEXAMPLE"
+	staleStageKeyID  = "AKIASTAGEDYESTERDAYEXAMPLE"
+)
 
 // resolverKeyFile is a key file with SigV4's ladder and AWS's example key, mapped to alice
-// in developers, scoped to us-east-1 and the service kubernetes.
-const resolverKeyFile = `kind: SignatureResolverKeys
+// in developers, scoped to us-east-1 and the service kubernetes; then the example secret
+// staged after the date step for day (stagedKeyID) and the day before (staleStageKeyID),
+// mapped to bob.
+func resolverKeyFile(day time.Time) string {
+	staged := func(keyID string, day time.Time) string {
+		mac := hmac.New(sha256.New, []byte("AWS4"+awsExampleSecret))
+		mac.Write([]byte(day.UTC().Format("20060102")))
+		return `- keyID: ` + keyID + `
+  algorithm: hmac-sha256
+  secretBase64: ` + base64.StdEncoding.EncodeToString(mac.Sum(nil)) + `
+  derived: true
+  stage:
+    from: date
+    scope: {date: "` + day.UTC().Format("20060102") + `", region: us-east-1, service: kubernetes}
+  user: {username: bob}
+`
+	}
+	return resolverExampleKey + staged(stagedKeyID, day) + staged(staleStageKeyID, day.Add(-24*time.Hour))
+}
+
+const resolverExampleKey = `kind: SignatureResolverKeys
 keyDerivation:
   kind: hmac-ladder
   hash: sha-256
@@ -55,7 +82,7 @@ keys:
 `
 
 // resolverProxyConfig sends the example key IDs to the resolver on socket, which consumes
-// nonces; signatures are good for 30s plus 5s of skew.
+// nonces; signatures are good for 2m plus 5s of skew.
 func resolverProxyConfig(socket string) string {
 	return `apiVersion: apiserver.config.k8s.io/v1alpha1
 kind: AuthenticationConfiguration
@@ -65,10 +92,10 @@ httpSignature:
   maxClockSkew: 5s
   authenticators:
   - name: aws-access-keys
-    maxAge: 30s
+    maxAge: 2m
     resolver:
       endpoint: unix://` + socket + `
-      keyIDPrefixes: [` + awsExampleKeyID + `, ` + awsUnservedKeyID + `]
+      keyIDPrefixes: [` + strings.Join([]string{awsExampleKeyID, awsUnservedKeyID, stagedKeyID, staleStageKeyID}, ", ") + `]
       nonceHandling: Consume
 `
 }
@@ -78,6 +105,12 @@ httpSignature:
 func startResolver(t *testing.T, cp *framework.ControlPlane, bin, name, keys string, flags ...string) (socket string, proc *framework.Process) {
 	t.Helper()
 	socket = filepath.Join(t.TempDir(), name, "resolver.sock")
+	return socket, startResolverAt(t, cp, bin, name, socket, keys, flags...)
+}
+
+// startResolverAt is startResolver on socket.
+func startResolverAt(t *testing.T, cp *framework.ControlPlane, bin, name, socket, keys string, flags ...string) *framework.Process {
+	t.Helper()
 	proc, err := cp.StartProcess(name, append([]string{filepath.Join(bin, "kplug"), "signature-resolver", "-v=4", "--keys=" + keys, "--socket=" + socket}, flags...), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +128,7 @@ func startResolver(t *testing.T, cp *framework.ControlPlane, bin, name, keys str
 		fi, err := os.Stat(socket)
 		return err == nil && fi.Mode()&os.ModeSocket != 0
 	})
-	return socket, proc
+	return proc
 }
 
 // startResolverProxy runs kplug signature-proxy with resolverProxyConfig(socket), and
@@ -251,7 +284,11 @@ func TestSignatureResolverReplicas(t *testing.T) {
 	bin := kplugBin(t, cp)
 	grantSignatureProxy(t, cp)
 	keys := filepath.Join(dir, "resolver-keys.yaml")
-	writeBytes(t, keys, []byte(resolverKeyFile))
+	// Requests to the staged keys are all created at now, whatever the time when they are
+	// sent: the keys' day is now's.
+	now := time.Now()
+	at := func() time.Time { return now }
+	writeBytes(t, keys, []byte(resolverKeyFile(now)))
 	etcdFlags := []string{"--nonce-store=etcd", "--etcd-endpoints=" + cp.EtcdURL, "--etcd-prefix=/kplug-e2e/nonces/"}
 	socketA, _ := startResolver(t, cp, bin, "resolver-a", keys, etcdFlags...)
 	socketB, resolverB := startResolver(t, cp, bin, "resolver-b", keys, etcdFlags...)
@@ -267,8 +304,9 @@ func TestSignatureResolverReplicas(t *testing.T) {
 	}
 
 	replayID := id("replayed")
+	replayed := signedReview(t, alice, authority, replayID)
 	t.Run("replayed to the other replica", func(t *testing.T) {
-		raw := signedReview(t, alice, authority, replayID)
+		raw := replayed
 		if a := sendRaw(t, cp, proxyA.URL, raw); a.code != http.StatusCreated || a.message != wantAlice {
 			t.Fatalf("replica A: %+v; want 201 %s", a, wantAlice)
 		}
@@ -278,6 +316,13 @@ func TestSignatureResolverReplicas(t *testing.T) {
 			if a.code != http.StatusUnauthorized || !strings.Contains(a.message, `signature "sig1" was already used`) {
 				t.Errorf("replayed to %s: %+v; want 401 ...already used", replica.URL, a)
 			}
+		}
+	})
+
+	t.Run("resolver's key staged after the date", func(t *testing.T) {
+		a := sendRaw(t, cp, proxyA.URL, signedReview(t, awsSigner(t, stagedKeyID, awsExampleSecret, "us-east-1", at), authority, id("staged")))
+		if a.code != http.StatusCreated || a.message != "bob [system:authenticated]" {
+			t.Errorf("%+v; want 201 bob [system:authenticated]", a)
 		}
 	})
 
@@ -304,14 +349,16 @@ func TestSignatureResolverReplicas(t *testing.T) {
 			"the key derived for this signature's date and the resolver's scope is"},
 		{"key id date is not the created date", keyedYesterday,
 			"the key derived for this signature's date and the resolver's scope is"},
-		{"expired created", awsSigner(t, awsExampleKeyID, awsExampleSecret, "us-east-1", func() time.Time { return time.Now().Add(-2 * time.Minute) }),
-			"more than maxAge 30s plus maxClockSkew 5s"},
+		{"expired created", awsSigner(t, awsExampleKeyID, awsExampleSecret, "us-east-1", func() time.Time { return time.Now().Add(-10 * time.Minute) }),
+			"more than maxAge 2m0s plus maxClockSkew 5s"},
 		{"key id prefix no resolver is configured for", awsSigner(t, "AKIDUNLISTEDEXAMPLE", awsExampleSecret, "us-east-1", nil),
 			"no resolver's keyIDPrefixes names its first part"},
 		{"key the resolver does not serve", awsSigner(t, awsUnservedKeyID, awsExampleSecret, "us-east-1", nil),
 			"no resolver serves key"},
 		{"wrong secret", awsSigner(t, awsExampleKeyID, "not-"+awsExampleSecret, "us-east-1", nil),
 			"signature does not verify"},
+		{"resolver's key staged for another day", awsSigner(t, staleStageKeyID, awsExampleSecret, "us-east-1", at),
+			fmt.Sprintf("the key was derived for date %s, and the signature was created on %s", now.Add(-24*time.Hour).UTC().Format("20060102"), now.UTC().Format("20060102"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			auditID := id(tc.name)
@@ -335,6 +382,21 @@ func TestSignatureResolverReplicas(t *testing.T) {
 		t.Logf("%d (Retry-After: %s) %s", a.code, a.retryAfter, a.message)
 		if a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.message, `authenticator "aws-access-keys"`) {
 			t.Errorf("%+v; want 503 with Retry-After naming the authenticator", a)
+		}
+
+		// Back on the same socket, the replica serves again, as the 503 said it would;
+		// the request replayed before is still refused: its nonce is etcd's, which the
+		// restart did not lose.
+		startResolverAt(t, cp, bin, "resolver-b-restarted", socketB, keys, etcdFlags...)
+		poll.Until(t, "replica B to accept requests once its resolver is back", func() bool {
+			a := sendRaw(t, cp, proxyB.URL, signedReview(t, alice, authority, id("resolver back")))
+			if a.code != http.StatusCreated {
+				time.Sleep(100 * time.Millisecond)
+			}
+			return a.code == http.StatusCreated && a.message == wantAlice
+		})
+		if a := sendRaw(t, cp, proxyB.URL, replayed); a.code != http.StatusUnauthorized || !strings.Contains(a.message, `signature "sig1" was already used`) {
+			t.Errorf("replayed to B after its resolver restarted: %+v; want 401 ...already used", a)
 		}
 	})
 
