@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kplug/kplug/test/e2e/framework"
 )
 
 // The getting-started pages and the README quickstart are run by the tests as a reader
@@ -152,6 +154,26 @@ func parseDocPage(t *testing.T, path string, lines []string) docPage {
 // it fails. It returns the output.
 func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) string {
 	t.Helper()
+	script := p.replaced(t, replace...)
+	for _, reason := range p.skipped {
+		t.Logf("%s: a block not run here: %s", p.path, reason)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail -x\n"+script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("running %d blocks of %s: %v\n%s", len(p.parts), p.path, err, out)
+	}
+	return string(out)
+}
+
+// replaced is the page's script with each pair old, new of replace applied; each old must
+// occur in the page.
+func (p docPage) replaced(t *testing.T, replace ...string) string {
+	t.Helper()
 	if len(replace)%2 != 0 {
 		t.Fatal("replace wants pairs")
 	}
@@ -161,20 +183,39 @@ func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) 
 			t.Fatalf("%s no longer contains %q: update the page's test", p.path, replace[i])
 		}
 	}
-	r := strings.NewReplacer(replace...)
-	for _, reason := range p.skipped {
-		t.Logf("%s: a block not run here: %s", p.path, reason)
+	return strings.NewReplacer(replace...).Replace(script)
+}
+
+// only keeps the pairs old, new of replace whose old occurs in the page: one table for a
+// whole page (checked against it with replaced) serves each part of it that splitAt cut.
+func (p docPage) only(replace ...string) []string {
+	var out []string
+	for i := 0; i+1 < len(replace); i += 2 {
+		if strings.Contains(p.script(), replace[i]) {
+			out = append(out, replace[i], replace[i+1])
+		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail -x\n"+r.Replace(script))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
+	return out
+}
+
+// start runs the page's script in the background in dir with env (added to the
+// environment), as a reader runs a server in a terminal of its own, beside the control
+// plane (which stops it, before the apiservers); replace is as for run. The caller waits
+// for whatever says it is ready.
+func (p docPage) start(t *testing.T, cp *framework.ControlPlane, name, dir string, env []string, replace ...string) *framework.Process {
+	t.Helper()
+	script := fmt.Sprintf("cd %q\nset -euo pipefail -x\n%s", dir, p.replaced(t, replace...))
+	proc, err := cp.StartProcess(name, []string{"bash", "-c", script}, append(os.Environ(), env...))
 	if err != nil {
-		t.Fatalf("running %d blocks of %s: %v\n%s", len(p.parts), p.path, err, out)
+		t.Fatalf("%s: %v", p.path, err)
 	}
-	return string(out)
+	t.Cleanup(func() {
+		proc.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("===== %s =====\n%s", name, proc.Tail(100))
+		}
+	})
+	return proc
 }
 
 // pathWith is a PATH with dirs first.

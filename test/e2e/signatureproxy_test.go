@@ -86,8 +86,15 @@ func grantSignatureProxy(t *testing.T, cp *framework.ControlPlane) {
 // for the proxy to forward; flags are added to the command line.
 func startSignatureProxyUngranted(t *testing.T, cp *framework.ControlPlane, caFile string, flags ...string) *sidecar {
 	t.Helper()
+	return startSignatureProxyConfig(t, cp, signatureProxyConfig(caFile), flags...)
+}
+
+// startSignatureProxyConfig is startSignatureProxyUngranted with the authentication
+// configuration authn.
+func startSignatureProxyConfig(t *testing.T, cp *framework.ControlPlane, authn string, flags ...string) *sidecar {
+	t.Helper()
 	config := filepath.Join(t.TempDir(), "authn.yaml")
-	if err := os.WriteFile(config, []byte(signatureProxyConfig(caFile)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(authn), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
