@@ -354,22 +354,30 @@ func (r *resolverClient) relayedValues(req *http.Request, s *httpsig.Signature) 
 	return out, nil
 }
 
-// cacheKey is the key ID and a digest of the relayed values: an answer holds for both.
-func resolverCacheKey(keyID string, relayed map[string]string, names []string) string {
+// resolverCacheKey is what a resolver's answer is remembered under: everything the
+// lookup sends it that may shape the answer, which an unauthenticated client chooses. The
+// key ID, the algorithm and the created time's UTC date (a resolver may answer by them:
+// NotFound for another algorithm, a key staged at the created date), and a digest of the
+// relayed values. Under the key ID alone, a client sending someone else's key ID with
+// another algorithm or a created time on the day before would have its answer served to
+// that key's owner for as long as it is cached. A key ID, an algorithm and a date hold
+// no NUL (they are structured field strings and digits).
+func resolverCacheKey(s *httpsig.Signature, relayed map[string]string, names []string) string {
+	key := s.KeyID + "\x00" + s.Algorithm + "\x00" + s.Created.UTC().Format("20060102")
 	if len(relayed) == 0 {
-		return keyID
+		return key
 	}
 	h := sha256.New()
 	for _, n := range names {
 		v, ok := relayed[strings.ToLower(n)]
 		fmt.Fprintf(h, "%t%d:%s", ok, len(v), v)
 	}
-	return keyID + "\x00" + hex.EncodeToString(h.Sum(nil))
+	return key + "\x00" + hex.EncodeToString(h.Sum(nil))
 }
 
 // lookup resolves a key ID through the caches, one call in flight per key.
 func (r *resolverClient) lookup(ctx context.Context, s *httpsig.Signature, relayed map[string]string, now time.Time) (*resolvedKey, error) {
-	key := resolverCacheKey(s.KeyID, relayed, r.cfg.relayed)
+	key := resolverCacheKey(s, relayed, r.cfg.relayed)
 	if k, ok := r.keys.Get(key, now); ok {
 		r.metrics.keyCacheLookup(r.cfg.name, "hit")
 		return k, nil
