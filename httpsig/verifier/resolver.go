@@ -447,7 +447,7 @@ func (r *resolverClient) check(resp *resolverapi.ResolveKeyResponse) (*resolvedK
 		return nil, bad("the answer carries no key material")
 	}
 	if (k.public != nil) != (k.algorithm != "hmac-sha256") {
-		return nil, bad("algorithm %q does not fit the material it sent", k.algorithm)
+		return nil, bad("algorithm %s does not fit the material it sent", httpsig.Quote(k.algorithm))
 	}
 	u := resp.GetUser()
 	if u.GetUsername() == "" {
@@ -476,7 +476,7 @@ func (r *resolverClient) check(resp *resolverapi.ResolveKeyResponse) (*resolvedK
 // step's input.
 func (r *resolverClient) verificationKey(ctx context.Context, k *resolvedKey, s *httpsig.Signature, now time.Time) (any, error) {
 	if s.Algorithm != k.algorithm {
-		return nil, fmt.Errorf("the signature's alg %s is not the key's algorithm %q", httpsig.Quote(s.Algorithm), k.algorithm)
+		return nil, fmt.Errorf("the signature's alg %s is not the key's algorithm %s", httpsig.Quote(s.Algorithm), httpsig.Quote(k.algorithm))
 	}
 	switch {
 	case k.public != nil:
@@ -502,7 +502,7 @@ func deriveFor(l *httpsig.Ladder, dk *resolverapi.DerivedKey, s *httpsig.Signatu
 	from := -1
 	if dk.GetFrom() != "" {
 		if from = l.Step(dk.GetFrom()); from < 0 {
-			return nil, &badAnswer{fmt.Errorf("its derived key's stage %q is not a step of its ladder", dk.GetFrom())}
+			return nil, &badAnswer{fmt.Errorf("its derived key's stage %s is not a step of its ladder", httpsig.Quote(dk.GetFrom()))}
 		}
 	}
 	scope := map[string]string{}
@@ -512,18 +512,18 @@ func deriveFor(l *httpsig.Ladder, dk *resolverapi.DerivedKey, s *httpsig.Signatu
 		switch {
 		case step.Scope:
 			if !ok {
-				return nil, &badAnswer{fmt.Errorf("its derived key states no value for scope step %q", step.Name)}
+				return nil, &badAnswer{fmt.Errorf("its derived key states no value for scope step %s", httpsig.Quote(step.Name))}
 			}
 			scope[step.Name] = v
 			asserted++
 		case step.Date != "" && i <= from:
 			if !ok {
-				return nil, &badAnswer{fmt.Errorf("its derived key, staged after date step %q, does not assert that date", step.Name)}
+				return nil, &badAnswer{fmt.Errorf("its derived key, staged after date step %s, does not assert that date", httpsig.Quote(step.Name))}
 			}
 			asserted++
 			want := renderDate(step.Date, s.Created)
 			if v != want {
-				return nil, fmt.Errorf("the key was derived for %s %s, and the signature was created on %s", step.Name, v, want)
+				return nil, fmt.Errorf("the key was derived for %s %s, and the signature was created on %s", httpsig.Quote(step.Name), httpsig.Quote(v), want)
 			}
 		}
 	}

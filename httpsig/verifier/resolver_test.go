@@ -245,7 +245,7 @@ func TestResolverRefuses(t *testing.T) {
 		{"replayed", replayed, Replayed, "already used"},
 		{"another region's key ID", signed(t, sigV4Key(exampleAKID, "eu-west-1", secret), now), httpsig.UnknownKey, "not the signature's key ID"},
 		{"a key derived for another date", signed(t, httpsig.Key{Secret: oldKey, KeyID: oldKeyID}, now), httpsig.UnknownKey, "not the signature's key ID"},
-		{"a stage for another date", signed(t, sigV4Key("AKIDSTAGED", "us-east-1", secret), now), httpsig.UnknownKey, "was derived for date 20200101"},
+		{"a stage for another date", signed(t, sigV4Key("AKIDSTAGED", "us-east-1", secret), now), httpsig.UnknownKey, `was derived for "date" "20200101"`},
 		{"a wrong secret", signed(t, sigV4Key(exampleAKID, "us-east-1", []byte("not the secret")), now), httpsig.Forged, "does not verify"},
 		{"an expired created", signed(t, aws, now.Add(-2*time.Minute)), httpsig.Stale, "created"},
 		{"an unknown key ID", signed(t, httpsig.Key{Secret: []byte("secret-secret-secret-secret-secret"), KeyID: "corp/nobody"}, now), httpsig.UnknownKey, "no resolver serves"},
@@ -417,4 +417,20 @@ func TestResolverCacheKeyedByWhatClientsChoose(t *testing.T) {
 			t.Errorf("the key's owner, after someone asked with yesterday's created: %v, %v", u, err)
 		}
 	})
+}
+
+// TestResolverAnswerTextBounded: what a resolver says goes into refusals, which are
+// logged and sent to the client; a resolver's strings are bounded there as a client's are.
+func TestResolverAnswerTextBounded(t *testing.T) {
+	f := newResolverFixture(t, noncestore.NewMemory(100, nil), "")
+	f.resolver.answer = func(_ *resolverapi.ResolveKeyRequest, resp *resolverapi.ResolveKeyResponse, err error) (*resolverapi.ResolveKeyResponse, error) {
+		if dk, ok := resp.GetMaterial().(*resolverapi.ResolveKeyResponse_DerivedKey); ok {
+			dk.DerivedKey.From = strings.Repeat("x", 500_000)
+		}
+		return resp, err
+	}
+	_, err := f.auth.Authenticate(signed(t, sigV4Key(exampleAKID, "us-east-1", []byte(exampleSecret)), time.Now()))
+	if outcomeOf(err) != ResolverUnavailable || len(err.Error()) > 1000 {
+		t.Errorf("a stage of 500,000 bytes: outcome %s, a refusal of %d bytes", outcomeOf(err), len(err.Error()))
+	}
 }
