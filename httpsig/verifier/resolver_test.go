@@ -286,6 +286,18 @@ func TestResolverOutagesFailClosed(t *testing.T) {
 			t.Errorf("user %v, error %v (%s)", u, err, outcomeOf(err))
 		}
 	})
+	t.Run("nonce store full", func(t *testing.T) {
+		// A full store cannot record the nonce: an outage, not a replay of a signature
+		// that was never used.
+		f := newResolverFixture(t, noncestore.NewMemory(1, nil), "")
+		if _, err := f.auth.Authenticate(signed(t, ci, now)); err != nil {
+			t.Fatal(err)
+		}
+		u, err := f.auth.Authenticate(signed(t, ci, now))
+		if u != nil || outcomeOf(err) != ResolverUnavailable || !strings.Contains(err.Error(), "nonce could not be recorded") {
+			t.Errorf("user %v, error %v (%s)", u, err, outcomeOf(err))
+		}
+	})
 	t.Run("resolver gone", func(t *testing.T) {
 		f := newResolverFixture(t, noncestore.NewMemory(10, nil), "")
 		f.server.Stop()
