@@ -354,22 +354,30 @@ func (r *resolverClient) relayedValues(req *http.Request, s *httpsig.Signature) 
 	return out, nil
 }
 
-// cacheKey is the key ID and a digest of the relayed values: an answer holds for both.
-func resolverCacheKey(keyID string, relayed map[string]string, names []string) string {
+// resolverCacheKey is what a resolver's answer is remembered under: everything the
+// lookup sends it that may shape the answer, which an unauthenticated client chooses. The
+// key ID, the algorithm and the created time's UTC date (a resolver may answer by them:
+// NotFound for another algorithm, a key staged at the created date), and a digest of the
+// relayed values. Under the key ID alone, a client sending someone else's key ID with
+// another algorithm or a created time on the day before would have its answer served to
+// that key's owner for as long as it is cached. A key ID, an algorithm and a date hold
+// no NUL (they are structured field strings and digits).
+func resolverCacheKey(s *httpsig.Signature, relayed map[string]string, names []string) string {
+	key := s.KeyID + "\x00" + s.Algorithm + "\x00" + s.Created.UTC().Format("20060102")
 	if len(relayed) == 0 {
-		return keyID
+		return key
 	}
 	h := sha256.New()
 	for _, n := range names {
 		v, ok := relayed[strings.ToLower(n)]
 		fmt.Fprintf(h, "%t%d:%s", ok, len(v), v)
 	}
-	return keyID + "\x00" + hex.EncodeToString(h.Sum(nil))
+	return key + "\x00" + hex.EncodeToString(h.Sum(nil))
 }
 
 // lookup resolves a key ID through the caches, one call in flight per key.
 func (r *resolverClient) lookup(ctx context.Context, s *httpsig.Signature, relayed map[string]string, now time.Time) (*resolvedKey, error) {
-	key := resolverCacheKey(s.KeyID, relayed, r.cfg.relayed)
+	key := resolverCacheKey(s, relayed, r.cfg.relayed)
 	if k, ok := r.keys.Get(key, now); ok {
 		r.metrics.keyCacheLookup(r.cfg.name, "hit")
 		return k, nil
@@ -439,7 +447,7 @@ func (r *resolverClient) check(resp *resolverapi.ResolveKeyResponse) (*resolvedK
 		return nil, bad("the answer carries no key material")
 	}
 	if (k.public != nil) != (k.algorithm != "hmac-sha256") {
-		return nil, bad("algorithm %q does not fit the material it sent", k.algorithm)
+		return nil, bad("algorithm %s does not fit the material it sent", httpsig.Quote(k.algorithm))
 	}
 	u := resp.GetUser()
 	if u.GetUsername() == "" {
@@ -468,7 +476,7 @@ func (r *resolverClient) check(resp *resolverapi.ResolveKeyResponse) (*resolvedK
 // step's input.
 func (r *resolverClient) verificationKey(ctx context.Context, k *resolvedKey, s *httpsig.Signature, now time.Time) (any, error) {
 	if s.Algorithm != k.algorithm {
-		return nil, fmt.Errorf("the signature's alg %s is not the key's algorithm %q", httpsig.Quote(s.Algorithm), k.algorithm)
+		return nil, fmt.Errorf("the signature's alg %s is not the key's algorithm %s", httpsig.Quote(s.Algorithm), httpsig.Quote(k.algorithm))
 	}
 	switch {
 	case k.public != nil:
@@ -494,7 +502,7 @@ func deriveFor(l *httpsig.Ladder, dk *resolverapi.DerivedKey, s *httpsig.Signatu
 	from := -1
 	if dk.GetFrom() != "" {
 		if from = l.Step(dk.GetFrom()); from < 0 {
-			return nil, &badAnswer{fmt.Errorf("its derived key's stage %q is not a step of its ladder", dk.GetFrom())}
+			return nil, &badAnswer{fmt.Errorf("its derived key's stage %s is not a step of its ladder", httpsig.Quote(dk.GetFrom()))}
 		}
 	}
 	scope := map[string]string{}
@@ -504,18 +512,18 @@ func deriveFor(l *httpsig.Ladder, dk *resolverapi.DerivedKey, s *httpsig.Signatu
 		switch {
 		case step.Scope:
 			if !ok {
-				return nil, &badAnswer{fmt.Errorf("its derived key states no value for scope step %q", step.Name)}
+				return nil, &badAnswer{fmt.Errorf("its derived key states no value for scope step %s", httpsig.Quote(step.Name))}
 			}
 			scope[step.Name] = v
 			asserted++
 		case step.Date != "" && i <= from:
 			if !ok {
-				return nil, &badAnswer{fmt.Errorf("its derived key, staged after date step %q, does not assert that date", step.Name)}
+				return nil, &badAnswer{fmt.Errorf("its derived key, staged after date step %s, does not assert that date", httpsig.Quote(step.Name))}
 			}
 			asserted++
 			want := renderDate(step.Date, s.Created)
 			if v != want {
-				return nil, fmt.Errorf("the key was derived for %s %s, and the signature was created on %s", step.Name, v, want)
+				return nil, fmt.Errorf("the key was derived for %s %s, and the signature was created on %s", httpsig.Quote(step.Name), httpsig.Quote(v), want)
 			}
 		}
 	}

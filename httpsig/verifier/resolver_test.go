@@ -3,7 +3,9 @@ package verifier
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -20,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/httpsig/resolverapi"
@@ -39,6 +43,9 @@ type countingResolver struct {
 	*sigresolver.Resolver
 	resolves atomic.Int32
 	hold     chan struct{} // when set, ResolveKey waits for it to close
+	// answer, when set, rewrites the reference resolver's answer: another resolver's
+	// behaviour.
+	answer func(*resolverapi.ResolveKeyRequest, *resolverapi.ResolveKeyResponse, error) (*resolverapi.ResolveKeyResponse, error)
 }
 
 func (c *countingResolver) ResolveKey(ctx context.Context, req *resolverapi.ResolveKeyRequest) (*resolverapi.ResolveKeyResponse, error) {
@@ -46,7 +53,11 @@ func (c *countingResolver) ResolveKey(ctx context.Context, req *resolverapi.Reso
 	if c.hold != nil {
 		<-c.hold
 	}
-	return c.Resolver.ResolveKey(ctx, req)
+	resp, err := c.Resolver.ResolveKey(ctx, req)
+	if c.answer != nil {
+		return c.answer(req, resp, err)
+	}
+	return resp, err
 }
 
 // failingNonces is a nonce store that cannot be reached.
@@ -234,7 +245,7 @@ func TestResolverRefuses(t *testing.T) {
 		{"replayed", replayed, Replayed, "already used"},
 		{"another region's key ID", signed(t, sigV4Key(exampleAKID, "eu-west-1", secret), now), httpsig.UnknownKey, "not the signature's key ID"},
 		{"a key derived for another date", signed(t, httpsig.Key{Secret: oldKey, KeyID: oldKeyID}, now), httpsig.UnknownKey, "not the signature's key ID"},
-		{"a stage for another date", signed(t, sigV4Key("AKIDSTAGED", "us-east-1", secret), now), httpsig.UnknownKey, "was derived for date 20200101"},
+		{"a stage for another date", signed(t, sigV4Key("AKIDSTAGED", "us-east-1", secret), now), httpsig.UnknownKey, `was derived for "date" "20200101"`},
 		{"a wrong secret", signed(t, sigV4Key(exampleAKID, "us-east-1", []byte("not the secret")), now), httpsig.Forged, "does not verify"},
 		{"an expired created", signed(t, aws, now.Add(-2*time.Minute)), httpsig.Stale, "created"},
 		{"an unknown key ID", signed(t, httpsig.Key{Secret: []byte("secret-secret-secret-secret-secret"), KeyID: "corp/nobody"}, now), httpsig.UnknownKey, "no resolver serves"},
@@ -275,6 +286,18 @@ func TestResolverOutagesFailClosed(t *testing.T) {
 			t.Errorf("user %v, error %v (%s)", u, err, outcomeOf(err))
 		}
 	})
+	t.Run("nonce store full", func(t *testing.T) {
+		// A full store cannot record the nonce: an outage, not a replay of a signature
+		// that was never used.
+		f := newResolverFixture(t, noncestore.NewMemory(1, nil), "")
+		if _, err := f.auth.Authenticate(signed(t, ci, now)); err != nil {
+			t.Fatal(err)
+		}
+		u, err := f.auth.Authenticate(signed(t, ci, now))
+		if u != nil || outcomeOf(err) != ResolverUnavailable || !strings.Contains(err.Error(), "nonce could not be recorded") {
+			t.Errorf("user %v, error %v (%s)", u, err, outcomeOf(err))
+		}
+	})
 	t.Run("resolver gone", func(t *testing.T) {
 		f := newResolverFixture(t, noncestore.NewMemory(10, nil), "")
 		f.server.Stop()
@@ -306,18 +329,20 @@ func TestResolverOneLookupInFlight(t *testing.T) {
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
+	created := time.Now()
+	key := resolverCacheKey(&httpsig.Signature{KeyID: "corp/ci", Algorithm: "hmac-sha256", Created: created}, nil, nil)
 	for range n {
-		req := signed(t, ci, time.Now())
+		req := signed(t, ci, created)
 		wg.Go(func() {
 			_, err := f.auth.Authenticate(req)
 			errs <- err
 		})
 	}
 	// Wait until every request is waiting on the lookup in flight, then let it answer.
-	for deadline := time.Now().Add(time.Minute); f.auth.resolvers["keys"].lookups.Waiters("corp/ci") < n; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); f.auth.resolvers["keys"].lookups.Waiters(key) < n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			close(f.resolver.hold)
-			t.Fatalf("%d requests wait for the lookup, want %d", f.auth.resolvers["keys"].lookups.Waiters("corp/ci"), n)
+			t.Fatalf("%d requests wait for the lookup, want %d", f.auth.resolvers["keys"].lookups.Waiters(key), n)
 		}
 	}
 	close(f.resolver.hold)
@@ -346,5 +371,78 @@ func TestResolverSocketDirectoryMustBePrivate(t *testing.T) {
 	err := auth.Check(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "other users can write to it") {
 		t.Errorf("Check with a world-writable socket directory: %v", err)
+	}
+}
+
+// TestResolverCacheKeyedByWhatClientsChoose: an unauthenticated client chooses the
+// algorithm and created time a lookup sends, and a resolver may answer by them. What it is
+// told for one must not be served to a request that says another, or anyone could spoil
+// a key ID for its owner for as long as the answer is cached.
+func TestResolverCacheKeyedByWhatClientsChoose(t *testing.T) {
+	ci := httpsig.Key{Secret: []byte("secret-secret-secret-secret-secret"), KeyID: "corp/ci"}
+	t.Run("algorithm", func(t *testing.T) {
+		f := newResolverFixture(t, noncestore.NewMemory(100, nil), "")
+		// A resolver that serves a key ID only under its algorithm.
+		f.resolver.answer = func(req *resolverapi.ResolveKeyRequest, resp *resolverapi.ResolveKeyResponse, err error) (*resolverapi.ResolveKeyResponse, error) {
+			if err == nil && resp.GetAlgorithm() != req.GetAlgorithm() {
+				return nil, status.Error(codes.NotFound, "no key of that algorithm")
+			}
+			return resp, err
+		}
+		now := time.Now()
+		if _, err := f.auth.Authenticate(signed(t, httpsig.Key{Signer: f.laptop, KeyID: "corp/ci"}, now)); outcomeOf(err) != httpsig.UnknownKey {
+			t.Fatalf("corp/ci under ed25519: %v", err)
+		}
+		if u, err := f.auth.Authenticate(signed(t, ci, now)); err != nil || u.Username != "ci-bot" {
+			t.Errorf("corp/ci's owner, after someone asked under another algorithm: %v, %v", u, err)
+		}
+	})
+	t.Run("created date", func(t *testing.T) {
+		// Answers are cached for two days, so that the clock can be at a midnight.
+		f := newResolverFixture(t, noncestore.NewMemory(100, nil), "      cache: {maxAge: 48h}\n")
+		secret := []byte(exampleSecret)
+		// A resolver that hands out the date rung of the request's created date.
+		f.resolver.answer = func(req *resolverapi.ResolveKeyRequest, resp *resolverapi.ResolveKeyResponse, err error) (*resolverapi.ResolveKeyResponse, error) {
+			if err != nil || !strings.HasPrefix(req.GetKeyId(), exampleAKID+"/") {
+				return resp, err
+			}
+			date := req.GetCreated().AsTime().UTC().Format("20060102")
+			m := hmac.New(sha256.New, []byte("AWS4"+string(secret)))
+			m.Write([]byte(date))
+			resp.CacheTtlSeconds = 2 * 86400
+			resp.Material = &resolverapi.ResolveKeyResponse_DerivedKey{DerivedKey: &resolverapi.DerivedKey{
+				Key: m.Sum(nil), From: "date", Scope: map[string]string{"date": date, "region": "us-east-1", "service": "sts"}}}
+			return resp, nil
+		}
+		midnight := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+		now := midnight.Add(30 * time.Second)
+		auth := New(f.auth.cfg, Options{Now: func() time.Time { return now }})
+		defer auth.Close()
+		// Today's key ID, created a few seconds before midnight: within maxAge, and looked
+		// up before any signature is checked.
+		today := exampleAKID + "/" + midnight.Format("20060102") + "/us-east-1/sts/aws4_request"
+		junk := httpsig.Key{Secret: []byte("junk-junk-junk-junk-junk-junk-junk"), KeyID: today}
+		if _, err := auth.Authenticate(signed(t, junk, midnight.Add(-20*time.Second))); outcomeOf(err) != httpsig.UnknownKey {
+			t.Fatalf("today's key ID created yesterday: %v", err)
+		}
+		if u, err := auth.Authenticate(signed(t, sigV4Key(exampleAKID, "us-east-1", secret), now)); err != nil || u.Username != "alice" {
+			t.Errorf("the key's owner, after someone asked with yesterday's created: %v, %v", u, err)
+		}
+	})
+}
+
+// TestResolverAnswerTextBounded: what a resolver says goes into refusals, which are
+// logged and sent to the client; a resolver's strings are bounded there as a client's are.
+func TestResolverAnswerTextBounded(t *testing.T) {
+	f := newResolverFixture(t, noncestore.NewMemory(100, nil), "")
+	f.resolver.answer = func(_ *resolverapi.ResolveKeyRequest, resp *resolverapi.ResolveKeyResponse, err error) (*resolverapi.ResolveKeyResponse, error) {
+		if dk, ok := resp.GetMaterial().(*resolverapi.ResolveKeyResponse_DerivedKey); ok {
+			dk.DerivedKey.From = strings.Repeat("x", 500_000)
+		}
+		return resp, err
+	}
+	_, err := f.auth.Authenticate(signed(t, sigV4Key(exampleAKID, "us-east-1", []byte(exampleSecret)), time.Now()))
+	if outcomeOf(err) != ResolverUnavailable || len(err.Error()) > 1000 {
+		t.Errorf("a stage of 500,000 bytes: outcome %s, a refusal of %d bytes", outcomeOf(err), len(err.Error()))
 	}
 }

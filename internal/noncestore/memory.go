@@ -5,6 +5,7 @@ package noncestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -31,26 +32,30 @@ func NewMemory(max int, now func() time.Time) *Memory {
 	return &Memory{max: max, now: now, perKey: map[string]map[string]time.Time{}}
 }
 
+// ErrFull is wrapped by the error of Consume when the store holds its limit of unexpired
+// nonces.
+var ErrFull = errors.New("the nonce store is full")
+
 // Consume records nonce for keyID until expires and reports whether it was new; when it
-// was not, or the store is full, reason says why (for the verifier's log). A memory store
-// never fails: err is for the interface stores that can (etcd).
+// was not, reason says why (for the verifier's log). A full store fails with ErrFull: the
+// nonce could not be recorded, which is an outage the request may pass after (the
+// verifier answers 503), not a replay (401, and a client told its signature was used).
 func (m *Memory) Consume(_ context.Context, keyID, nonce string, expires time.Time) (accepted bool, reason string, err error) {
-	accepted, reason = m.consume(keyID, nonce, expires)
-	return accepted, reason, nil
+	return m.consume(keyID, nonce, expires)
 }
 
-func (m *Memory) consume(keyID, nonce string, expires time.Time) (accepted bool, reason string) {
+func (m *Memory) consume(keyID, nonce string, expires time.Time) (accepted bool, reason string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
 	if seen, ok := m.perKey[keyID][nonce]; ok && !now.After(seen) {
-		return false, "the nonce was already used with this key"
+		return false, "the nonce was already used with this key", nil
 	}
 	if m.records >= m.max {
 		m.sweep(now)
 	}
 	if m.records >= m.max {
-		return false, fmt.Sprintf("the nonce store holds its limit of %d unexpired nonces; it refuses rather than forgets one that could then be replayed", m.max)
+		return false, "", fmt.Errorf("%w: it holds its limit of %d unexpired nonces, and refuses rather than forgets one that could then be replayed", ErrFull, m.max)
 	}
 	bucket := m.perKey[keyID]
 	if bucket == nil {
@@ -61,7 +66,7 @@ func (m *Memory) consume(keyID, nonce string, expires time.Time) (accepted bool,
 		m.records++
 	}
 	bucket[nonce] = expires
-	return true, ""
+	return true, "", nil
 }
 
 // Len is the number of records held, expired ones not yet swept included.

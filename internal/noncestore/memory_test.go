@@ -1,6 +1,7 @@
 package noncestore
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,17 +20,18 @@ func TestMemory(t *testing.T) {
 		key, nonce string
 		want       bool
 		reason     string
+		full       bool
 	}{
-		{"k1", "a", true, ""},
-		{"k1", "a", false, "already used"},
-		{"k2", "a", true, ""}, // another key's nonce is another fact
-		{"k1", "b", true, ""},
-		{"k1", "c", false, "holds its limit of 3"}, // full: refused, nothing forgotten
-		{"k1", "a", false, "already used"},
+		{"k1", "a", true, "", false},
+		{"k1", "a", false, "already used", false},
+		{"k2", "a", true, "", false}, // another key's nonce is another fact
+		{"k1", "b", true, "", false},
+		{"k1", "c", false, "", true}, // full: not recorded, nothing forgotten
+		{"k1", "a", false, "already used", false},
 	} {
-		ok, reason, _ := m.Consume(t.Context(), tc.key, tc.nonce, exp)
-		if ok != tc.want || !strings.Contains(reason, tc.reason) {
-			t.Errorf("Consume(%s, %s) = %v %q, want %v %q", tc.key, tc.nonce, ok, reason, tc.want, tc.reason)
+		ok, reason, err := m.Consume(t.Context(), tc.key, tc.nonce, exp)
+		if ok != tc.want || !strings.Contains(reason, tc.reason) || errors.Is(err, ErrFull) != tc.full {
+			t.Errorf("Consume(%s, %s) = %v %q %v, want %v %q (full: %v)", tc.key, tc.nonce, ok, reason, err, tc.want, tc.reason, tc.full)
 		}
 	}
 	// Once they expire, records are swept when room is needed, and a nonce past its
