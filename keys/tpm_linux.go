@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-tpm/tpm2/transport"
+	"github.com/kplug/kplug/internal/peercred"
 )
 
 // tpmDeviceName is the name of a TPM character device: the kernel's /dev/tpmN, or its
@@ -134,26 +135,8 @@ func (s *tpmSocket) Write(p []byte) (int, error) {
 // directory above it may be another user's, who could put their own socket there later
 // (issue 30 second review, N2): the kernel's word on who listens is what counts.
 func checkTPMPeer(conn net.Conn) error {
-	uc, ok := conn.(*net.UnixConn)
-	if !ok {
-		return fmt.Errorf("not a unix socket connection (%T)", conn)
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var cred *syscall.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return err
-	}
-	if credErr != nil {
-		return fmt.Errorf("reading who listens on it: %w", credErr)
-	}
-	if uid := os.Geteuid(); int(cred.Uid) != uid && cred.Uid != 0 {
-		return fmt.Errorf("the process listening on it (pid %d) belongs to uid %d, not to this user (uid %d) or root: kplug sends the key's auth value to the TPM, so it talks only to a TPM of yours", cred.Pid, cred.Uid, uid)
+	if err := peercred.CheckOwnerOrRoot(conn); err != nil {
+		return fmt.Errorf("%w: kplug sends the key's auth value to the TPM, so it talks only to a TPM of yours", err)
 	}
 	return nil
 }

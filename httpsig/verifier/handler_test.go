@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,12 @@ import (
 	"github.com/kplug/kplug/httpsig"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(silentListenerEnv); sock != "" {
+		os.Exit(silentListener(sock))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // fakeAuth accepts every request as user, or refuses it with err, and records the
 // headers it was shown.

@@ -28,6 +28,7 @@ import (
 	"github.com/kplug/kplug/httpsig/resolverapi"
 	"github.com/kplug/kplug/internal/certmemo"
 	"github.com/kplug/kplug/internal/flight"
+	"github.com/kplug/kplug/internal/peercred"
 	"github.com/kplug/kplug/internal/privdir"
 )
 
@@ -262,7 +263,19 @@ func newResolverClient(cfg *resolverAuthenticator, m *Metrics) (*resolverClient,
 			return nil, fmt.Errorf("the resolver socket's directory: %w", err)
 		}
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
+		c, err := d.DialContext(ctx, "unix", socket)
+		if err != nil {
+			return nil, err
+		}
+		// The path is followed again by the dial: a parent directory another user can
+		// write lets them swap the checked directory for theirs in between (issue 31
+		// review, F5). The kernel's word on who listens is what counts; where it cannot be
+		// had (not Linux), the directory check stands alone.
+		if err := peercred.CheckOwnerOrRoot(c); err != nil && !errors.Is(err, peercred.ErrUnsupported) {
+			_ = c.Close()
+			return nil, fmt.Errorf("the resolver socket %s: %w", socket, err)
+		}
+		return c, nil
 	}
 	conn, err := grpc.NewClient("passthrough:///resolver", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(dial), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResolverMessage)))

@@ -446,3 +446,27 @@ func TestResolverAnswerTextBounded(t *testing.T) {
 		t.Errorf("a stage of 500,000 bytes: outcome %s, a refusal of %d bytes", outcomeOf(err), len(err.Error()))
 	}
 }
+
+// silentListenerEnv makes the test binary listen on a unix socket and never answer, for a
+// test that runs it as another user: the socket path is its value.
+const silentListenerEnv = "KPLUG_TEST_SILENT_LISTENER"
+
+// silentListener listens on sock, says so by creating sock+".ready", and holds every
+// connection without a word.
+func silentListener(sock string) int {
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return 1
+	}
+	if err := os.WriteFile(sock+".ready", nil, 0o600); err != nil {
+		return 1
+	}
+	var held []net.Conn
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return 1
+		}
+		held = append(held, c)
+	}
+}
