@@ -11,6 +11,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -87,8 +89,12 @@ type keySet struct {
 var algorithms = map[string]bool{"ed25519": true, "ecdsa-p256-sha256": true, "ecdsa-p384-sha384": true, "rsa-pss-sha512": true, "hmac-sha256": true}
 
 // loadKeys reads and checks a key file: a regular file (through links) of at most
-// maxKeyFileBytes.
+// maxKeyFileBytes, that no one but its owner may write (issue 31 review, F6): whoever can
+// write it names any user for any key. (Mode bits mean nothing on Windows.)
 func loadKeys(path string) (*keySet, error) {
+	if fi, err := os.Stat(path); err == nil && runtime.GOOS != "windows" && fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s is writable by group or others (mode %v): whoever can write it names any user for any key; chmod go-w it", path, fi.Mode().Perm())
+	}
 	b, err := privdir.ReadLinked(path, maxKeyFileBytes)
 	if err != nil {
 		return nil, err

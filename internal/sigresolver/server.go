@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -55,6 +56,9 @@ func New(path string, nonces NonceStore, log *slog.Logger) (*Resolver, error) {
 	}
 	r.keys, r.stamp = keys, st
 	log.Info("signature resolver: keys loaded", "file", path, "keys", len(keys.byID), "ladder", keys.ladder != nil)
+	if fi, err := os.Stat(path); err == nil && runtime.GOOS != "windows" && fi.Mode().Perm()&0o004 != 0 {
+		log.Warn("signature resolver: the key file is readable by every user; it holds shared secrets: chmod o-r it", "file", path, "mode", fi.Mode().Perm().String())
+	}
 	return r, nil
 }
 

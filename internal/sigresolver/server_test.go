@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,25 @@ func TestKeyFileRefusals(t *testing.T) {
 		keyFileWith(t, path, tc.keys)
 		if _, err := New(path, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.keys, err, tc.want)
+		}
+	}
+}
+
+// TestKeyFileWritableByOthersRefused: whoever can write the key file names any user for any
+// key (issue 31 review, F6).
+func TestKeyFileWritableByOthersRefused(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("mode bits mean nothing on Windows")
+	}
+	path := filepath.Join(t.TempDir(), "keys.yaml")
+	keyFileWith(t, path, "- {keyID: a, algorithm: hmac-sha256, secretBase64: cw==, user: {username: u}}\n")
+	for mode, want := range map[os.FileMode]string{0o666: "is writable by group or others (mode -rw-rw-rw-)", 0o620: "is writable by group or others", 0o644: "", 0o600: ""} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(path, nil, nil)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("mode %v: %v, want %q", mode, err, want)
 		}
 	}
 }
