@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dunglas/httpsfv"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
@@ -171,6 +172,11 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 	}
 	if err != nil {
 		return nil, a.refused(err, claimed, last)
+	}
+	if resolved != nil && resolved.client.cfg.consume && signatureCount(req.Header) > 1 {
+		// Only the accepted signature's nonce could be recorded: the same request with it
+		// removed would pass again under the next (issue 31 review, F4).
+		return nil, a.refused(&refusal{authenticator: claimed, outcome: httpsig.Malformed, err: fmt.Errorf("authenticator %q records nonces, and the request carries %d signatures, of which only one could be recorded: sign it once", claimed, signatureCount(req.Header))}, claimed, nil)
 	}
 	if resolved != nil {
 		// Only now, with the signature verified, may its nonce be recorded: an
@@ -356,4 +362,14 @@ func reservedName(u *authenticationv1.UserInfo) string {
 		}
 	}
 	return ""
+}
+
+// signatureCount is the number of signatures Signature-Input names (parsed already by
+// httpsig.Verify, which accepted one of them).
+func signatureCount(h http.Header) int {
+	d, err := httpsfv.UnmarshalDictionary(h.Values("Signature-Input"))
+	if err != nil {
+		return 0
+	}
+	return len(d.Names())
 }

@@ -234,6 +234,20 @@ func TestResolverRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One request signed by two keys (issue 31 review, F4): only one nonce could be
+	// recorded, so the request with the other signature removed would pass again.
+	twice := signed(t, httpsig.Key{Secret: []byte("secret-secret-secret-secret-secret"), KeyID: "corp/ci"}, now)
+	second := twice.Clone(t.Context())
+	other, err := httpsig.NewSigner(httpsig.SignerOptions{Key: httpsig.Key{Signer: f.laptop, KeyID: "corp/laptop"}, Label: "sig2",
+		Headers: map[string]string{httpsig.AudienceHeader: "https://cluster.example"}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Sign(second); err != nil {
+		t.Fatal(err)
+	}
+	twice.Header.Add("Signature-Input", second.Header.Get("Signature-Input"))
+	twice.Header.Add("Signature", second.Header.Get("Signature"))
 	uncovered := signed(t, httpsig.Key{Secret: []byte("secret-secret-secret-secret-secret"), KeyID: "corp/ci"}, now)
 	uncovered.Header.Set("X-Session-Token", "chosen by someone on the way")
 	for _, tc := range []struct {
@@ -243,6 +257,7 @@ func TestResolverRefuses(t *testing.T) {
 		says string
 	}{
 		{"replayed", replayed, Replayed, "already used"},
+		{"signed twice", twice, httpsig.Malformed, "carries 2 signatures, of which only one could be recorded"},
 		{"another region's key ID", signed(t, sigV4Key(exampleAKID, "eu-west-1", secret), now), httpsig.UnknownKey, "not the signature's key ID"},
 		{"a key derived for another date", signed(t, httpsig.Key{Secret: oldKey, KeyID: oldKeyID}, now), httpsig.UnknownKey, "not the signature's key ID"},
 		{"a stage for another date", signed(t, sigV4Key("AKIDSTAGED", "us-east-1", secret), now), httpsig.UnknownKey, `was derived for "date" "20200101"`},
