@@ -57,7 +57,7 @@ whoever can connect to it can learn every key and record nonces. Each call is bo
 	f.StringVar(&o.keys, "keys", "", "the key file (kind: SignatureResolverKeys); read again when it changes (required)")
 	f.StringVar(&o.socket, "socket", "", "the unix socket to serve on, in a private directory of the user's (required)")
 	f.StringVar(&o.nonceStore, "nonce-store", "memory", "where accepted nonces are recorded: memory (one replica), etcd (replicas sharing --etcd-endpoints) or none (verifiers must set nonceHandling: Ignore)")
-	f.IntVar(&o.maxNonces, "max-nonces", 1_000_000, "--nonce-store memory: unexpired nonces held; when full, nonces are refused, never forgotten")
+	f.IntVar(&o.maxNonces, "max-nonces", 1_000_000, "--nonce-store memory: unexpired nonces held, a quarter of them at most per key ID; when full, nonces are refused, never forgotten")
 	f.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "--nonce-store etcd: the etcd client URLs")
 	f.StringVar(&o.etcdPrefix, "etcd-prefix", "/kplug/nonces/", "--nonce-store etcd: the key prefix of nonce records")
 	f.StringVar(&o.etcdCA, "etcd-cafile", "", "--nonce-store etcd: the CA bundle that verifies etcd's serving certificate (default: the system's)")

@@ -7,13 +7,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
 
 // Memory is a nonce store in this process's memory, for a resolver with one replica. It
 // holds at most Max unexpired records and, when full, refuses rather than forgets: an
-// evicted nonce could be replayed, which is what the store is for. Safe for concurrent
+// evicted nonce could be replayed, which is what the store is for. One key ID may hold at
+// most a quarter of them, so that one signer cannot fill the store for every other (issue
+// 31 review, F7). Safe for concurrent
 // use; the zero value is not usable, use NewMemory.
 type Memory struct {
 	max int
@@ -51,13 +54,19 @@ func (m *Memory) consume(keyID, nonce string, expires time.Time) (accepted bool,
 	if seen, ok := m.perKey[keyID][nonce]; ok && !now.After(seen) {
 		return false, "the nonce was already used with this key", nil
 	}
+	bucket := m.perKey[keyID]
+	if share := max(m.max/4, 1); len(bucket) >= share {
+		m.records -= sweepBucket(bucket, now)
+		if len(bucket) >= share {
+			return false, "", fmt.Errorf("%w: key ID %s holds its share of %d unexpired nonces (a quarter of the store), and the store refuses rather than forgets one that could then be replayed", ErrFull, quoteKeyID(keyID), share)
+		}
+	}
 	if m.records >= m.max {
 		m.sweep(now)
 	}
 	if m.records >= m.max {
 		return false, "", fmt.Errorf("%w: it holds its limit of %d unexpired nonces, and refuses rather than forgets one that could then be replayed", ErrFull, m.max)
 	}
-	bucket := m.perKey[keyID]
 	if bucket == nil {
 		bucket = map[string]time.Time{}
 		m.perKey[keyID] = bucket
@@ -80,14 +89,29 @@ func (m *Memory) Len() int {
 // store is full, so an idle store does no work.
 func (m *Memory) sweep(now time.Time) {
 	for keyID, bucket := range m.perKey {
-		for nonce, expires := range bucket {
-			if now.After(expires) {
-				delete(bucket, nonce)
-				m.records--
-			}
-		}
+		m.records -= sweepBucket(bucket, now)
 		if len(bucket) == 0 {
 			delete(m.perKey, keyID)
 		}
 	}
+}
+
+// sweepBucket drops a key ID's expired records and says how many.
+func sweepBucket(bucket map[string]time.Time, now time.Time) int {
+	n := 0
+	for nonce, expires := range bucket {
+		if now.After(expires) {
+			delete(bucket, nonce)
+			n++
+		}
+	}
+	return n
+}
+
+// quoteKeyID shows a key ID in an error: quoted, and cut (a client chose it).
+func quoteKeyID(keyID string) string {
+	if len(keyID) > 64 {
+		keyID = keyID[:64] + "..."
+	}
+	return strconv.Quote(keyID)
 }
