@@ -92,7 +92,7 @@ func New(cfg *Config, o Options) *Authenticator {
 	}
 	a := &Authenticator{cfg: cfg, o: o, cache: &certmemo.Memo[cacheKey, *authenticationv1.UserInfo]{Size: o.CacheSize}, resolvers: map[string]*resolverClient{}}
 	for _, r := range cfg.resolvers {
-		c, err := newResolverClient(r, o.Metrics)
+		c, err := newResolverClient(r, o.Metrics, o.Now)
 		if err != nil {
 			a.err = errors.Join(a.err, err)
 			continue

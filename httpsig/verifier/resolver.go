@@ -224,6 +224,7 @@ type resolverClient struct {
 	conn    *grpc.ClientConn
 	api     *resolverapi.Client
 	metrics *Metrics
+	now     func() time.Time // the Authenticator's clock, for the caches
 	keys    certmemo.Memo[string, *resolvedKey]
 	unknown certmemo.Memo[string, struct{}]
 	lookups flight.Group[*resolvedKey]
@@ -254,7 +255,7 @@ type resolvedKey struct {
 // errNotServed is a resolver's NotFound.
 var errNotServed = errors.New("not served")
 
-func newResolverClient(cfg *resolverAuthenticator, m *Metrics) (*resolverClient, error) {
+func newResolverClient(cfg *resolverAuthenticator, m *Metrics, now func() time.Time) (*resolverClient, error) {
 	socket := cfg.socket
 	dial := func(ctx context.Context, _ string) (net.Conn, error) {
 		// The socket's directory is the trust boundary: whoever can put a socket there
@@ -282,7 +283,7 @@ func newResolverClient(cfg *resolverAuthenticator, m *Metrics) (*resolverClient,
 	if err != nil {
 		return nil, fmt.Errorf("authenticator %q: resolver %s: %w", cfg.name, socket, err)
 	}
-	r := &resolverClient{cfg: cfg, conn: conn, api: resolverapi.NewClient(conn), metrics: m}
+	r := &resolverClient{cfg: cfg, conn: conn, api: resolverapi.NewClient(conn), metrics: m, now: now}
 	r.keys.Size, r.unknown.Size = cfg.maxKeys, cfg.maxKeys
 	m.nonceTracking(cfg.name, cfg.consume)
 	return r, nil
@@ -401,7 +402,7 @@ func (r *resolverClient) lookup(ctx context.Context, s *httpsig.Signature, relay
 	}
 	r.metrics.keyCacheLookup(r.cfg.name, "miss")
 	return r.lookups.Do(ctx, key, func(ctx context.Context) (*resolvedKey, error) {
-		if k, ok := r.keys.Get(key, time.Now()); ok {
+		if k, ok := r.keys.Get(key, r.now()); ok {
 			return k, nil
 		}
 		resp, err := call(ctx, r, "ResolveKey", r.api.ResolveKey, &resolverapi.ResolveKeyRequest{
@@ -409,7 +410,7 @@ func (r *resolverClient) lookup(ctx context.Context, s *httpsig.Signature, relay
 		})
 		if status.Code(err) == codes.NotFound {
 			if r.cfg.negativeMaxAge > 0 {
-				r.unknown.Put(key, struct{}{}, time.Now().Add(r.cfg.negativeMaxAge))
+				r.unknown.Put(key, struct{}{}, r.now().Add(r.cfg.negativeMaxAge))
 			}
 			return nil, errNotServed
 		}
@@ -422,7 +423,7 @@ func (r *resolverClient) lookup(ctx context.Context, s *httpsig.Signature, relay
 		}
 		ttl := min(time.Duration(resp.GetCacheTtlSeconds())*time.Second, r.cfg.cacheMaxAge)
 		if ttl > 0 {
-			r.keys.Put(key, k, time.Now().Add(ttl))
+			r.keys.Put(key, k, r.now().Add(ttl))
 		}
 		return k, nil
 	})

@@ -75,7 +75,16 @@ func (r *Resolver) current() *keySet {
 	st, err := stampOf(r.path)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil || st == r.stamp {
+	if err != nil {
+		if r.stamp != (fileStamp{}) {
+			// Logged once per disappearance (issue 31 review, I6): the keys already
+			// loaded are still served, including any the operator meant to remove.
+			r.log.Error("signature resolver: the key file cannot be read; keeping the keys already loaded", "file", r.path, "err", err)
+			r.stamp = fileStamp{}
+		}
+		return r.keys
+	}
+	if st == r.stamp {
 		return r.keys
 	}
 	keys, err := loadKeys(r.path)
