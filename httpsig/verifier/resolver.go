@@ -438,7 +438,7 @@ func (r *resolverClient) check(resp *resolverapi.ResolveKeyResponse) (*resolvedK
 	default:
 		return nil, bad("the answer carries no key material")
 	}
-	if (k.public == nil) != (k.algorithm != "hmac-sha256") {
+	if (k.public == nil) != (k.algorithm == "hmac-sha256") {
 		return nil, bad("algorithm %q does not fit the material it sent", k.algorithm)
 	}
 	u := resp.GetUser()
