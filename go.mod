@@ -8,6 +8,7 @@ require (
 	github.com/ThalesGroup/crypto11 v1.5.0
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/aws/aws-sdk-go-v2/config v1.33.15
+	github.com/aws/smithy-go v1.28.8
 	github.com/aws/smithy-go/aws-http-auth v1.1.3
 	github.com/creack/pty v1.1.24
 	github.com/distribution/distribution/v3 v3.1.2
@@ -64,7 +65,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.51.8 // indirect
-	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

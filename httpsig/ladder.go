@@ -61,16 +61,17 @@ func (l *Ladder) Validate() error {
 	case len(l.Steps) > maxLadderSteps:
 		return fmt.Errorf("keyDerivation.steps: %d steps, at most %d", len(l.Steps), maxLadderSteps)
 	}
-	seen := map[string]bool{}
+	// Every derivation validates its ladder (a verifier derives on every request), so the
+	// path of a valid ladder allocates nothing: no map for at most maxLadderSteps names,
+	// and the step's place is spelled only in an error.
 	for i, s := range l.Steps {
-		where := fmt.Sprintf("keyDerivation.steps[%d]", i)
+		where := stepPlace(i)
 		if s.Name == "" {
 			return fmt.Errorf("%s: a step needs a name", where)
 		}
-		if seen[s.Name] {
+		if l.Step(s.Name) < i {
 			return fmt.Errorf("%s: step name %q used twice", where, s.Name)
 		}
-		seen[s.Name] = true
 		sources := 0
 		if s.Date != "" {
 			sources++
@@ -90,6 +91,11 @@ func (l *Ladder) Validate() error {
 	}
 	return nil
 }
+
+// stepPlace names the i-th step in an error.
+type stepPlace int
+
+func (i stepPlace) String() string { return fmt.Sprintf("keyDerivation.steps[%d]", int(i)) }
 
 // Step returns the index of the step named name, or -1.
 func (l *Ladder) Step(name string) int {

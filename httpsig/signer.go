@@ -387,7 +387,7 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // deleteField removes a field under its canonical key and any other spelling.
 func deleteField(h http.Header, name string) {
 	h.Del(name)
-	for _, k := range otherKeys(h, name) {
+	for _, k := range otherKeys(h, name, http.CanonicalHeaderKey(name)) {
 		delete(h, k)
 	}
 }

@@ -439,10 +439,16 @@ func (v *verification) coverage(components []string) (Outcome, error) {
 		}
 		return Uncovered, errors.New("the request has a Content-Digest the signature does not cover")
 	}
-	for _, name := range slices.Sorted(maps.Keys(h)) {
-		if l := strings.ToLower(name); IsProtectedHeader(l) && !contains(components, l) {
-			return Uncovered, fmt.Errorf("the request has %s, which the signature does not cover", name)
+	// Unsorted, as the map gives them, and sorted only to name the first uncovered one:
+	// sorting every request's header names showed in the verifier's profile.
+	var uncovered []string
+	for name := range h {
+		if IsProtectedHeader(name) && !contains(components, strings.ToLower(name)) {
+			uncovered = append(uncovered, name)
 		}
+	}
+	if len(uncovered) > 0 {
+		return Uncovered, fmt.Errorf("the request has %s, which the signature does not cover", slices.Min(uncovered))
 	}
 	if !v.policy.namesAudience() {
 		if err := requiredHeader(h, components, AudienceHeader, nil); err != nil {

@@ -127,6 +127,12 @@ func (s *signatureSetup) signedHeaders(tb testing.TB) http.Header {
 // signedHeadersWith is signedHeaders with another key.
 func (s *signatureSetup) signedHeadersWith(tb testing.TB, key httpsig.Key) http.Header {
 	tb.Helper()
+	return signedWith(tb, key)
+}
+
+// signedWith signs one request to the benchmark's target with key and returns its headers.
+func signedWith(tb testing.TB, key httpsig.Key) http.Header {
+	tb.Helper()
 	signer, err := httpsig.NewSigner(httpsig.SignerOptions{
 		Key:     key,
 		Headers: map[string]string{httpsig.AudienceHeader: sigAudience},
@@ -143,9 +149,9 @@ func (s *signatureSetup) signedHeadersWith(tb testing.TB, key httpsig.Key) http.
 	return req.Header
 }
 
-// frontProxies are the three handlers compared, all verifier.Handler forwarding to one
-// upstream over loopback HTTP.
-func frontProxies(tb testing.TB, s *signatureSetup, token string) (upstream *httptest.Server, handlers map[string]http.Handler) {
+// loopbackUpstream is the upstream the front-proxy rows forward to over loopback HTTP, and
+// a maker of the verifier.Handlers compared, sharing one transport.
+func loopbackUpstream(tb testing.TB) (upstream *httptest.Server, newHandler func(verifier.RequestAuthenticator) *verifier.Handler) {
 	tb.Helper()
 	upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `{"kind":"PodList","apiVersion":"v1","items":[]}`)
@@ -153,13 +159,20 @@ func frontProxies(tb testing.TB, s *signatureSetup, token string) (upstream *htt
 	target, _ := url.Parse(upstream.URL)
 	transport := &http.Transport{MaxIdleConnsPerHost: 64}
 	tb.Cleanup(transport.CloseIdleConnections)
-	newHandler := func(a verifier.RequestAuthenticator) *verifier.Handler {
+	return upstream, func(a verifier.RequestAuthenticator) *verifier.Handler {
 		h, err := verifier.NewHandler(verifier.HandlerOptions{Authenticator: a, Upstream: target, Transport: transport})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		return h
 	}
+}
+
+// frontProxies are the three handlers compared, all verifier.Handler forwarding to one
+// upstream over loopback HTTP.
+func frontProxies(tb testing.TB, s *signatureSetup, token string) (upstream *httptest.Server, handlers map[string]http.Handler) {
+	tb.Helper()
+	upstream, newHandler := loopbackUpstream(tb)
 	tokens := bearertoken.New(tokenfile.New(map[string]*user.DefaultInfo{token: {Name: "alice", UID: "u-1", Groups: []string{"developers"}}}))
 	viaToken := newHandler(contextUser{})
 	bearer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -178,12 +191,18 @@ func frontProxies(tb testing.TB, s *signatureSetup, token string) (upstream *htt
 	}
 }
 
-func serveOnce(tb testing.TB, h http.Handler, header http.Header) {
+// targetRequest is a request to the benchmark's target, as received, with header.
+func targetRequest(header http.Header) *http.Request {
 	req := httptest.NewRequest(http.MethodGet, sigPath+"?"+sigQuery, nil)
 	req.Host = sigHost
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	return req
+}
+
+func serveOnce(tb testing.TB, h http.Handler, header http.Header) {
+	req := targetRequest(header)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
@@ -226,14 +245,7 @@ func BenchmarkSignatureAuthentication(b *testing.B) {
 	tokens := bearertoken.New(tokenfile.New(map[string]*user.DefaultInfo{token: {Name: "alice"}}))
 	auth := verifier.New(s.cfg, verifier.Options{})
 	signed := s.signedHeaders(b)
-	newRequest := func(h http.Header) *http.Request {
-		req := httptest.NewRequest(http.MethodGet, sigPath+"?"+sigQuery, nil)
-		req.Host = sigHost
-		for k, v := range h {
-			req.Header[k] = v
-		}
-		return req
-	}
+	newRequest := targetRequest
 	b.Run("bearer-token", func(b *testing.B) {
 		for b.Loop() {
 			if _, ok, err := tokens.AuthenticateRequest(newRequest(http.Header{"Authorization": {"Bearer " + token}})); !ok || err != nil {

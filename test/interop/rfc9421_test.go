@@ -73,6 +73,9 @@ func findNode(t *testing.T) nodeRunner {
 type testKey struct {
 	alg  string
 	priv crypto.Signer
+	// hmac, for alg hmac-sha256, is the job's "hmac" for interop.js in place of priv: the
+	// secret, and for a SigV4-derived key what node folds it with.
+	hmac map[string]any
 }
 
 func testKeys(t *testing.T) []testKey {
@@ -83,7 +86,7 @@ func testKeys(t *testing.T) []testKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []testKey{{"ecdsa-p256-sha256", p256}, {"ecdsa-p384-sha384", p384}, {"ed25519", ed}, {"rsa-pss-sha512", rk}}
+	return []testKey{{alg: "ecdsa-p256-sha256", priv: p256}, {alg: "ecdsa-p384-sha384", priv: p384}, {alg: "ed25519", priv: ed}, {alg: "rsa-pss-sha512", priv: rk}}
 }
 
 func publicPEM(t *testing.T, k crypto.Signer) string {
@@ -209,11 +212,17 @@ func TestNodeSignatureVerifiesInKplug(t *testing.T) {
 func nodeSignedRequest(t *testing.T, run nodeRunner, base string, k testKey, method, target, body string, librarySigner bool) (int, string) {
 	t.Helper()
 	headers := nodeSign(t, run, base, k, method, target, body, "", librarySigner)
+	return send(t, method, base+target, body, headers)
+}
+
+// send sends a request with headers and returns the answer's status and body.
+func send(t *testing.T, method, url, body string, headers map[string]string) (int, string) {
+	t.Helper()
 	var rb io.Reader
 	if body != "" {
 		rb = strings.NewReader(body)
 	}
-	req, _ := http.NewRequest(method, base+target, rb)
+	req, _ := http.NewRequest(method, url, rb)
 	for name, v := range headers {
 		req.Header.Set(name, v)
 	}
@@ -227,7 +236,8 @@ func nodeSignedRequest(t *testing.T, run nodeRunner, base string, k testKey, met
 }
 
 // nodeSign has node sign a request to base+target with the KEP-6308 parameters and
-// returns its headers: under the key ID "node-key", or, with certificate (PEM), in the
+// returns its headers: under the key ID "node-key" (a SigV4-derived HMAC key: under the
+// key ID node makes, its credential scope), or, with certificate (PEM), in the
 // certificate form, the keyid and Signature-Certificate made by node from the certificate.
 func nodeSign(t *testing.T, run nodeRunner, base string, k testKey, method, target, body, certificate string, librarySigner bool) map[string]string {
 	t.Helper()
@@ -241,6 +251,9 @@ func nodeSign(t *testing.T, run nodeRunner, base string, k testKey, method, targ
 		fields = append(fields, "content-type", "content-digest")
 	}
 	wantKeyID := `;tag="kubernetes";keyid="node-key"`
+	if sigv4, ok := k.hmac["sigv4"].(map[string]any); ok {
+		wantKeyID = `;tag="kubernetes";keyid="` + sigv4["name"].(string) + "/"
+	}
 	if certificate != "" {
 		fields = append(fields, "signature-certificate")
 		wantKeyID = `;tag="kubernetes";keyid="x509-sha256:`
@@ -249,9 +262,15 @@ func nodeSign(t *testing.T, run nodeRunner, base string, k testKey, method, targ
 		Headers map[string]string
 		Error   string
 	}
-	run(t, map[string]any{"op": "sign", "alg": k.alg, "key": privatePEM(t, k.priv), "keyid": "node-key",
+	job := map[string]any{"op": "sign", "alg": k.alg, "keyid": "node-key",
 		"certificate": certificate, "fields": fields, "librarySigner": librarySigner,
-		"request": map[string]any{"method": method, "url": base + target, "headers": headers, "body": body}}, &out)
+		"request": map[string]any{"method": method, "url": base + target, "headers": headers, "body": body}}
+	if k.hmac != nil {
+		job["hmac"] = k.hmac
+	} else {
+		job["key"] = privatePEM(t, k.priv)
+	}
+	run(t, job, &out)
 	if out.Error != "" {
 		t.Fatalf("node could not sign: %s", out.Error)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 )
 
 // RequireEnv names the variable that, when non-empty (make test sets it), turns a missing
@@ -80,4 +81,31 @@ func StartNodeForTest(t testing.TB, cp *ControlPlane, o NodeOptions) *Node {
 		}
 	})
 	return n
+}
+
+// StartEtcdForTest starts one etcd member on loopback, alone, for a test (or benchmark) of
+// something that keeps its own state in etcd, and stops it when the test ends, printing
+// its log first if the test failed. It returns the client URL. Like the control plane's,
+// it does not fsync: figures measured against it leave out the disk. Without the binaries
+// it skips the test, unless KPLUG_E2E_REQUIRED is set.
+func StartEtcdForTest(t testing.TB) string {
+	t.Helper()
+	dir, err := FindBinDir()
+	if err != nil {
+		if os.Getenv(RequireEnv) != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	e, err := startEtcd(context.Background(), dir, t.TempDir())
+	if err != nil {
+		t.Fatalf("starting etcd: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(e.proc.tail(60))
+		}
+		e.proc.stop(5 * time.Second)
+	})
+	return e.clientURL
 }
