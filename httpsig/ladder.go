@@ -156,6 +156,47 @@ func (l *Ladder) DeriveFrom(name string, rung []byte, from string, created time.
 	return l.fold(name, rung, i, created, scope)
 }
 
+// Rung folds the steps after the one named from (empty: k is the root secret, with
+// SecretPrefix put before it) through the one named to, for a signature created at
+// created: the intermediate key a resolver or plugin hands out, staged at to, in place of
+// what it holds. scope supplies the scope steps' values.
+func (l *Ladder) Rung(k []byte, from, to string, created time.Time, scope map[string]string) ([]byte, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	after, upto := -1, l.Step(to)
+	if from != "" {
+		if after = l.Step(from); after < 0 {
+			return nil, fmt.Errorf("key derivation: %q is not a step of the ladder", from)
+		}
+	} else {
+		k = append([]byte(l.SecretPrefix), k...)
+	}
+	if upto <= after {
+		return nil, fmt.Errorf("key derivation: step %q does not come after %q", to, from)
+	}
+	in, err := l.Inputs(created, scope)
+	if err != nil {
+		return nil, err
+	}
+	return l.hmacChain(k, in[after+1:upto+1]), nil
+}
+
+// hmacChain folds HMAC over inputs, starting from key k.
+func (l *Ladder) hmacChain(k []byte, inputs []string) []byte {
+	h := sha256.New
+	if l.Hash == "sha-512" {
+		h = sha512.New
+	}
+	key := append([]byte(nil), k...)
+	for _, v := range inputs {
+		m := hmac.New(h, key)
+		m.Write([]byte(v))
+		key = m.Sum(nil)
+	}
+	return key
+}
+
 func (l *Ladder) fold(name string, k []byte, after int, created time.Time, scope map[string]string) ([]byte, string, error) {
 	if err := l.Validate(); err != nil {
 		return nil, "", err
@@ -167,17 +208,7 @@ func (l *Ladder) fold(name string, k []byte, after int, created time.Time, scope
 	if err != nil {
 		return nil, "", err
 	}
-	h := sha256.New
-	if l.Hash == "sha-512" {
-		h = sha512.New
-	}
-	key := append([]byte(nil), k...)
-	for _, v := range in[after+1:] {
-		m := hmac.New(h, key)
-		m.Write([]byte(v))
-		key = m.Sum(nil)
-	}
-	return key, name + "/" + strings.Join(in, "/"), nil
+	return l.hmacChain(k, in[after+1:]), name + "/" + strings.Join(in, "/"), nil
 }
 
 // SigV4Ladder is AWS Signature Version 4's signing key derivation as a ladder: the

@@ -1,6 +1,7 @@
 package httpsig
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -214,5 +215,45 @@ func TestDerivationRefusals(t *testing.T) {
 		if _, err := NewSigner(SignerOptions{Key: tc.key, Headers: aud}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.key, err, tc.want)
 		}
+	}
+}
+
+// TestLadderRung: a rung handed out at a step, folded the rest of the way, is the key the
+// root derives; a rung cannot be asked for before its start.
+func TestLadderRung(t *testing.T) {
+	l := SigV4Ladder()
+	created := time.Date(2015, 8, 30, 12, 0, 0, 0, time.UTC)
+	scope := map[string]string{"region": "us-east-1", "service": "iam"}
+	secret := []byte("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+	want, wantID, err := l.Derive("AKIDEXAMPLE", secret, created, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{"date", "region", "service", "terminator"} {
+		rung, err := l.Rung(secret, "", to, created, scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if to == "terminator" {
+			if !bytes.Equal(rung, want) {
+				t.Errorf("the rung through every step is not the key")
+			}
+			continue
+		}
+		key, id, err := l.DeriveFrom("AKIDEXAMPLE", rung, to, created, scope)
+		if err != nil || !bytes.Equal(key, want) || id != wantID {
+			t.Errorf("from %s: %x %s %v, want %x %s", to, key, id, err, want, wantID)
+		}
+		// And from that rung onwards.
+		if to == "date" {
+			later, err := l.Rung(rung, "date", "service", created, scope)
+			k2, _, _ := l.DeriveFrom("AKIDEXAMPLE", later, "service", created, scope)
+			if err != nil || !bytes.Equal(k2, want) {
+				t.Errorf("date -> service: %v", err)
+			}
+		}
+	}
+	if _, err := l.Rung(secret, "service", "region", created, scope); err == nil || !strings.Contains(err.Error(), `step "region" does not come after "service"`) {
+		t.Errorf("a rung before its start: %v", err)
 	}
 }

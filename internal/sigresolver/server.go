@@ -10,7 +10,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/httpsig/resolverapi"
 )
 
@@ -106,7 +108,8 @@ func (r *Resolver) Metadata(context.Context, *resolverapi.MetadataRequest) (*res
 
 // ResolveKey answers with the key's material and user, or NotFound.
 func (r *Resolver) ResolveKey(_ context.Context, req *resolverapi.ResolveKeyRequest) (*resolverapi.ResolveKeyResponse, error) {
-	k := r.current().lookup(req.GetKeyId())
+	set := r.current()
+	k := set.lookup(req.GetKeyId())
 	if k == nil {
 		return nil, status.Error(codes.NotFound, "no such key")
 	}
@@ -125,7 +128,11 @@ func (r *Resolver) ResolveKey(_ context.Context, req *resolverapi.ResolveKeyRequ
 	case k.publicKeyDER != nil:
 		resp.Material = &resolverapi.ResolveKeyResponse_PublicKey{PublicKey: k.publicKeyDER}
 	case k.derived:
-		resp.Material = &resolverapi.ResolveKeyResponse_DerivedKey{DerivedKey: &resolverapi.DerivedKey{Key: k.secret, From: k.from, Scope: k.scope}}
+		dk, err := staged(set.ladder, k, req.GetCreated())
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "key %q: %v", k.keyID, err)
+		}
+		resp.Material = &resolverapi.ResolveKeyResponse_DerivedKey{DerivedKey: dk}
 	default:
 		resp.Material = &resolverapi.ResolveKeyResponse_Secret{Secret: k.secret}
 	}
@@ -152,4 +159,49 @@ func (r *Resolver) ConsumeNonce(ctx context.Context, req *resolverapi.ConsumeNon
 		r.log.Info("signature resolver: nonce refused", "keyID", req.GetKeyId(), "reason", reason)
 	}
 	return &resolverapi.ConsumeNonceResponse{Accepted: ok, Reason: reason}, nil
+}
+
+// staged is what a verifier is sent of a derived key: for a signature created at created,
+// the key folded through the ladder's last date or scope step, with that date asserted, so
+// that the verifier holds only a key for this key ID on this day, never the root secret
+// (an AWS secret access key) or a rung it could derive other days' keys from, and folds
+// one literal step per request instead of the whole ladder. A key already staged at or
+// after that step, or a request without created, is sent as it is stored.
+func staged(l *httpsig.Ladder, k *key, created *timestamppb.Timestamp) (*resolverapi.DerivedKey, error) {
+	stored := &resolverapi.DerivedKey{Key: k.secret, From: k.from, Scope: k.scope}
+	last := -1
+	for i, s := range l.Steps {
+		if s.Literal == "" {
+			last = i
+		}
+	}
+	if created == nil || last < 0 || k.from != "" && l.Step(k.from) >= last {
+		return stored, nil
+	}
+	at := created.AsTime()
+	values := map[string]string{}
+	for _, s := range l.Steps {
+		if s.Scope {
+			values[s.Name] = k.scope[s.Name]
+		}
+	}
+	rung, err := l.Rung(k.secret, k.from, l.Steps[last].Name, at, values)
+	if err != nil {
+		return nil, err
+	}
+	out := &resolverapi.DerivedKey{Key: rung, From: l.Steps[last].Name, Scope: map[string]string{}}
+	from := l.Step(k.from) // -1 for the root
+	for i, s := range l.Steps[:last+1] {
+		switch {
+		case s.Scope:
+			out.Scope[s.Name] = values[s.Name]
+		case s.Date != "" && i <= from:
+			out.Scope[s.Name] = k.scope[s.Name] // the date the stored rung was derived for
+		case s.Date == httpsig.LadderDateDashed:
+			out.Scope[s.Name] = at.UTC().Format("2006-01-02")
+		case s.Date != "":
+			out.Scope[s.Name] = at.UTC().Format("20060102")
+		}
+	}
+	return out, nil
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/httpsig/resolverapi"
 	"github.com/kplug/kplug/internal/noncestore"
 )
@@ -113,9 +114,22 @@ func TestResolverOverGRPC(t *testing.T) {
 	if k, err := resolve("corp/ci"); err != nil || string(k.GetSecret()) != "secret-secret-secret-secret-secret" || k.GetCacheTtlSeconds() != 0 {
 		t.Errorf("secret: %v, %v", k, err)
 	}
-	k, err := resolve("AKIDEXAMPLE/20260315/us-west-2/eks/aws4_request")
-	if err != nil || k.GetDerivedKey().GetFrom() != "" || k.GetDerivedKey().GetScope()["service"] != "eks" || k.GetUser().GetExtra()["example.com/team"].GetItems()[1] != "b" {
+	// A derived key is sent staged at the last step that is not a literal, for the
+	// signature's date: never the root secret (an AWS secret access key).
+	created := time.Date(2026, 3, 15, 23, 59, 59, 0, time.UTC)
+	k, err := c.ResolveKey(ctx, &resolverapi.ResolveKeyRequest{KeyId: "AKIDEXAMPLE/20260315/us-west-2/eks/aws4_request", Created: timestamppb.New(created)})
+	ladder := httpsig.SigV4Ladder()
+	want, _ := ladder.Rung([]byte("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"), "", "service", created, map[string]string{"region": "us-west-2", "service": "eks"})
+	dk := k.GetDerivedKey()
+	if err != nil || dk.GetFrom() != "service" || string(dk.GetKey()) != string(want) || len(dk.GetScope()) != 3 ||
+		dk.GetScope()["date"] != "20260315" || dk.GetScope()["region"] != "us-west-2" || dk.GetScope()["service"] != "eks" ||
+		k.GetUser().GetExtra()["example.com/team"].GetItems()[1] != "b" {
 		t.Errorf("derived: %v, %v", k, err)
+	}
+	key, keyID, err := ladder.DeriveFrom("AKIDEXAMPLE", dk.GetKey(), "service", created, map[string]string{"region": "us-west-2", "service": "eks"})
+	root, rootKeyID, _ := ladder.Derive("AKIDEXAMPLE", []byte("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"), created, map[string]string{"region": "us-west-2", "service": "eks"})
+	if err != nil || string(key) != string(root) || keyID != rootKeyID {
+		t.Errorf("the staged key folds to %x (%s), the root to %x (%s): %v", key, keyID, root, rootKeyID, err)
 	}
 	for _, unknown := range []string{"corp/other", "AKIDEXAMPLE", "corp/laptop-7/x", "AKIDOTHER/20260315/us-west-2/eks/aws4_request"} {
 		if _, err := resolve(unknown); status.Code(err) != codes.NotFound {
