@@ -71,7 +71,7 @@ keys:
 		b.Logf("no etcd row: %v", err)
 		return s
 	}
-	etcd, err := noncestore.DialEtcd(b.Context(), []string{framework.StartEtcdForTest(b)}, "/kplug-bench/nonces/", 5*time.Second)
+	etcd, err := noncestore.DialEtcd(b.Context(), []string{framework.StartEtcdForTest(b)}, "/kplug-bench/nonces/", 5*time.Second, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
