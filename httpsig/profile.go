@@ -4,8 +4,9 @@ import (
 	"strings"
 )
 
-// KEPRevision names the KEP text this package implements.
-const KEPRevision = "KEP-6308 README at kubernetes/enhancements a720c944 (draft of 2026-09-08, PR #6335)"
+// KEPRevision names the KEP text this package implements, and the prototype whose resolver
+// protocol and derivation ladder it follows where the text leaves them open.
+const KEPRevision = "KEP-6308 README at kubernetes/enhancements a720c944 (draft of 2026-09-08, PR #6335); resolver protocol and ladder as in micahhausler/kubernetes 7b005b862a97"
 
 const (
 	// Tag is the tag parameter every signature carries and every verifier requires
