@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -476,12 +477,14 @@ func silentListener(sock string) int {
 	if err := os.WriteFile(sock+".ready", nil, 0o600); err != nil {
 		return 1
 	}
-	var held []net.Conn
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return 1
 		}
-		held = append(held, c)
+		go func() { // held open, read from, never answered
+			_, _ = io.Copy(io.Discard, c)
+			_ = c.Close()
+		}()
 	}
 }
