@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/imagecred/kubeapi"
@@ -248,9 +247,9 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 }
 
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loadingRules(kubeconfig), nil).ClientConfig()
+	cfg, err := newKubeconfigFiles(kubeconfig, "", "").restConfig()
 	if err != nil {
-		return nil, invalidConfig(fmt.Errorf("kubeconfig: %w", err))
+		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
 	}
 	return kubernetes.NewForConfig(cfg)
 }
