@@ -29,7 +29,7 @@ kubelet would, including service-account tokens (KEP-4412).`,
 		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml
   kplug image-credential get registry.example/team/app:v1 --config providers.yaml --bin-dir /usr/libexec/kubelet-plugins
   kplug image-credential get registry.example/team/app:v1 --config providers.yaml --bin-dir bin --pod team/app-7d9c`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newImageCredentialValidateCommand(), newImageCredentialGetCommand(g),
@@ -287,7 +287,7 @@ a service account are skipped unless it is optional.`,
     --bin-dir /usr/libexec/kubelet-plugins --cache-dir "$HOME/.cache/kplug/credentials" "$@"
 
   echo registry.example | docker-credential-kplug get`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	o.AddFlags(cmd)
@@ -398,7 +398,7 @@ func newImageCredentialPluginCommand() *cobra.Command {
     apiVersion: credentialprovider.kubelet.k8s.io/v1
     args: [image-credential, plugin, token-exchange, --endpoint, "https://sts.example/token"]
     tokenAttributes: {serviceAccountTokenAudience: registry.example, cacheType: ServiceAccount, requireServiceAccount: true}`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	o := &tokenExchangeOptions{}

@@ -62,7 +62,7 @@ pin-source=file:PATH or $KPLUG_TPM_PIN.`,
   kplug key request-certificate ~/.kube/kplug/alice.tss2 --user alice --cert-file ~/.kube/kplug/alice.crt
   kplug key kubeconfig ~/.kube/kplug/alice.tss2 --cert-file ~/.kube/kplug/alice.crt --out ~/.kube/alice.yaml
   kplug run --kubeconfig ~/.kube/alice.yaml -- kubectl auth whoami`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newKeyCreateCommand(g), newKeyPublicCommand(g), newKeyCSRCommand(g),
