@@ -40,11 +40,12 @@ kubelet would, including service-account tokens (KEP-4412).`,
 // --- validate
 
 type imageCredentialValidateOptions struct {
-	config, output string
+	config, binDir, output string
 }
 
 func (o *imageCredentialValidateOptions) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
+	cmd.Flags().StringVar(&o.binDir, "bin-dir", "", "also check each provider's binary in this directory (the kubelet's --image-credential-provider-bin-dir)")
 	addOutputFlag(cmd, &o.output, "the summary of a valid config")
 }
 
@@ -57,9 +58,14 @@ type validConfig struct {
 func newImageCredentialValidateCommand() *cobra.Command {
 	o := &imageCredentialValidateOptions{}
 	cmd := &cobra.Command{
-		Use:   "validate --config PATH",
+		Use:   "validate --config PATH [--bin-dir DIR]",
 		Short: "Check a CredentialProviderConfig as the kubelet would; print every error",
-		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml
+		Long: `validate checks a CredentialProviderConfig as the kubelet does when it starts, and prints
+every error. With --bin-dir, it also checks that each provider's binary there exists, is a
+regular file and is executable, as the kubelet does before it runs any: without it, a
+config that validates can still keep the kubelet from starting.`,
+		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml \
+    --bin-dir /usr/libexec/kubernetes/kubelet-plugins
   kplug image-credential validate --config /etc/kubernetes/credential-providers/   # a directory, as kubelet 1.34+ reads it
   kplug image-credential validate --config providers.yaml -o json`,
 		Args: usageArgs(cobra.NoArgs),
@@ -74,6 +80,11 @@ func newImageCredentialValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.binDir != "" {
+				if err := cfg.CheckBinaries(o.binDir); err != nil {
+					return invalidConfig(err)
+				}
+			}
 			if output.IsStructured(o.output) {
 				v := validConfig{Providers: []string{}, Hash: cfg.Hash}
 				for _, p := range cfg.Providers {
@@ -81,7 +92,11 @@ func newImageCredentialValidateCommand() *cobra.Command {
 				}
 				return output.Write(cmd.OutOrStdout(), o.output, v)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid (%d providers, config hash %s)\n", len(cfg.Providers), cfg.Hash)
+			checked := ""
+			if o.binDir != "" {
+				checked = ", their binaries in " + o.binDir + " checked"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid (%d providers, config hash %s%s)\n", len(cfg.Providers), cfg.Hash, checked)
 			return err
 		},
 	}
@@ -212,7 +227,8 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 		_, err = cmd.OutOrStdout().Write(imagecred.DockerConfigJSON(nil))
 		return err
 	}
-	opts := imagecred.Options{Config: cfg, BinDir: o.binDir, Timeout: o.timeout, PluginStderr: g.io.Err}
+	// The plugins' stderr goes to ours as they write it, so errors do not repeat it.
+	opts := imagecred.Options{Config: cfg, BinDir: o.binDir, Timeout: o.timeout, PluginStderr: g.io.Err, PluginStderrShown: true}
 	var pod *imagecred.Pod
 	if o.pod != "" {
 		ns, name, ok := strings.Cut(o.pod, "/")
