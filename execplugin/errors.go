@@ -48,6 +48,9 @@ type NotExecutableError struct {
 }
 
 func (e *NotExecutableError) Error() string {
+	if e.Command == e.Path { // an absolute command: say the path once
+		return fmt.Sprintf("plugin %q cannot be executed: %s", e.Command, e.Reason)
+	}
 	return fmt.Sprintf("plugin %q cannot be executed: %s: %s", e.Command, e.Path, e.Reason)
 }
 

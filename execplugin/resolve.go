@@ -58,6 +58,8 @@ func resolve(command, baseDir, hint string, lookPath lookFunc) (string, error) {
 		return "", &NotExecutableError{Command: command, Path: p, Reason: err.Error(), Err: err}
 	case info.IsDir():
 		return "", &NotExecutableError{Command: command, Path: p, Reason: "is a directory"}
+	case !info.Mode().IsRegular():
+		return "", &NotExecutableError{Command: command, Path: p, Reason: "is not a regular file"}
 	case runtime.GOOS != "windows" && info.Mode().Perm()&0o111 == 0:
 		return "", &NotExecutableError{Command: command, Path: p, Reason: "permission denied (the file is not marked executable)", Err: fs.ErrPermission}
 	}

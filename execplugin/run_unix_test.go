@@ -390,11 +390,17 @@ func TestNotExecutable(t *testing.T) {
 	noExec := write("noexec", "#!/bin/sh\necho hi\n", 0o644)
 	badInterp := write("badinterp", "#!/nonexistent/interpreter\n", 0o755)
 	garbage := write("garbage", "\x00\x01\x02\x03 not a program", 0o755)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An absolute command names its path once.
 	tests := []struct{ path, want string }{
-		{noExec, fmt.Sprintf(`plugin %q cannot be executed: %s: permission denied (the file is not marked executable)`, noExec, noExec)},
-		{dir, fmt.Sprintf(`plugin %q cannot be executed: %s: is a directory`, dir, dir)},
-		{badInterp, fmt.Sprintf(`plugin %q cannot be executed: %s: its interpreter (the #! line) was not found`, badInterp, badInterp)},
-		{garbage, fmt.Sprintf(`plugin %q cannot be executed: %s: exec format error (not a program for this system)`, garbage, garbage)},
+		{noExec, fmt.Sprintf(`plugin %q cannot be executed: permission denied (the file is not marked executable)`, noExec)},
+		{dir, fmt.Sprintf(`plugin %q cannot be executed: is a directory`, dir)},
+		{fifo, fmt.Sprintf(`plugin %q cannot be executed: is not a regular file`, fifo)},
+		{badInterp, fmt.Sprintf(`plugin %q cannot be executed: its interpreter (the #! line) was not found`, badInterp)},
+		{garbage, fmt.Sprintf(`plugin %q cannot be executed: exec format error (not a program for this system)`, garbage)},
 	}
 	for _, tt := range tests {
 		var rec recorder

@@ -36,6 +36,10 @@ type Options struct {
 	// PluginStderr receives what plugins write to stderr; nil discards it (the tail is
 	// still part of errors).
 	PluginStderr io.Writer
+	// PluginStderrShown says that PluginStderr reaches whoever reads the errors (a CLI
+	// printing both to one terminal): error messages then leave the plugin's stderr out,
+	// which the errors' Stderr fields keep (execplugin.Runner.StderrShown).
+	PluginStderrShown bool
 	// Environ is the plugins' base environment; nil means the process's.
 	Environ func() []string
 	// Now is the clock used for cache expiry; nil means time.Now.
@@ -77,7 +81,8 @@ func New(o Options) (*Keyring, error) {
 	entries := make([]KeyringEntry, 0, len(o.Config.Providers))
 	for _, c := range o.Config.Providers {
 		exec, err := NewPlugin(c, PluginOptions{
-			BinDir: o.BinDir, Timeout: o.Timeout, Stderr: o.PluginStderr, Environ: o.Environ, Metrics: o.Metrics,
+			BinDir: o.BinDir, Timeout: o.Timeout, Stderr: o.PluginStderr, StderrShown: o.PluginStderrShown,
+			Environ: o.Environ, Metrics: o.Metrics,
 		})
 		if err != nil {
 			return nil, err

@@ -29,6 +29,9 @@ type PluginOptions struct {
 	// Stderr receives what the plugin writes to stderr; nil discards it (the tail is still
 	// part of errors).
 	Stderr io.Writer
+	// StderrShown says that Stderr reaches whoever reads the errors Provide returns:
+	// their messages then leave the stderr tail out (execplugin.Runner.StderrShown).
+	StderrShown bool
 	// Environ is the plugin's base environment; nil means the process's.
 	Environ func() []string
 	// Metrics, if set, observes every run (the kubelet's duration and errors metrics).
@@ -67,23 +70,51 @@ func NewPlugin(c kubeletv1.CredentialProvider, o PluginOptions) (*Plugin, error)
 	for _, e := range c.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
-	runner := &execplugin.Runner{Environ: o.Environ, Stderr: o.Stderr}
+	runner := &execplugin.Runner{Environ: o.Environ, Stderr: o.Stderr, StderrShown: o.StderrShown}
 	if o.Metrics != nil {
 		runner.Observe = o.Metrics.provider(c.Name).observeRun
 	}
 	return &Plugin{path: path, apiVersion: c.APIVersion, args: c.Args, env: env, timeout: o.Timeout, runner: runner}, nil
 }
 
-// checkBinary returns the path to run for a provider, or the kubelet's startup error.
+// checkBinary returns the path to run for a provider, or why it cannot run. It decides as
+// the kubelet does at startup (exec.LookPath, which on Windows also finds name.exe), and
+// says why in the words of execplugin's check, which kplug credential makes too; that
+// check also wants a regular file.
 func checkBinary(name, path string) (string, error) {
 	found, err := exec.LookPath(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound):
 		return "", fmt.Errorf("imagecred: provider %q: plugin binary executable %s did not exist", name, path)
-	case err != nil:
+	case err == nil:
+		path = found
+	}
+	abs, aerr := filepath.Abs(path) // absolute: a bare name would be looked up in PATH
+	if aerr == nil {
+		if _, rerr := execplugin.Resolve(abs, ""); rerr != nil {
+			return "", fmt.Errorf("imagecred: provider %q: %w", name, rerr)
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("imagecred: provider %q: error inspecting binary executable %s: %w", name, path, err)
 	}
 	return found, nil
+}
+
+// CheckBinaries checks, as the kubelet does when it starts, that binDir exists and holds
+// for each provider of c a binary it can run: one that exists, is a regular file and is
+// executable. It returns every problem found, joined, in provider order.
+func (c *Config) CheckBinaries(binDir string) error {
+	if err := checkBinDir(binDir); err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range c.Providers {
+		if _, err := checkBinary(p.Name, filepath.Join(binDir, p.Name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Path is the plugin binary.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -316,7 +317,8 @@ func TestNewChecksLikeTheKubelet(t *testing.T) {
 	}{
 		{"bin dir missing", filepath.Join(f.dir, "nope"), good, "imagecred: plugin binary directory " + filepath.Join(f.dir, "nope") + " did not exist"},
 		{"binary missing", f.dir, missing, `imagecred: provider "missing": plugin binary executable ` + filepath.Join(f.dir, "missing") + " did not exist"},
-		{"not executable", f.dir, noexec, `imagecred: provider "noexec": error inspecting binary executable ` + filepath.Join(f.dir, "noexec") + ": exec: \"" + filepath.Join(f.dir, "noexec") + "\": permission denied"},
+		// Issue 32 item 9: the words of execplugin's check, as kplug credential says it.
+		{"not executable", f.dir, noexec, `imagecred: provider "noexec": plugin "` + filepath.Join(f.dir, "noexec") + `" cannot be executed: permission denied (the file is not marked executable)`},
 		{"invalid config", f.dir, invalid, "failed to validate credential provider config: providers.matchImages: Required value: at least 1 item in matchImages is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -325,6 +327,43 @@ func TestNewChecksLikeTheKubelet(t *testing.T) {
 				t.Errorf("New: %v\nwant: %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckBinaries covers issue 32 item 9: `kplug image-credential validate --bin-dir`
+// checks each provider's binary as the kubelet will, and reports every problem.
+func TestCheckBinaries(t *testing.T) {
+	f := newFixture(t)
+	good := f.provider("p", "")
+	if err := os.WriteFile(filepath.Join(f.dir, "noexec"), []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(f.dir, "adir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(f.dir, "fifo"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var providers []kubeletv1.CredentialProvider
+	for _, name := range []string{"p", "missing", "noexec", "adir", "fifo"} {
+		p := good
+		p.Name = name
+		providers = append(providers, p)
+	}
+	path := func(name string) string { return filepath.Join(f.dir, name) }
+	want := `imagecred: provider "missing": plugin binary executable ` + path("missing") + " did not exist\n" +
+		`imagecred: provider "noexec": plugin "` + path("noexec") + `" cannot be executed: permission denied (the file is not marked executable)` + "\n" +
+		`imagecred: provider "adir": plugin "` + path("adir") + `" cannot be executed: is a directory` + "\n" +
+		`imagecred: provider "fifo": plugin "` + path("fifo") + `" cannot be executed: is not a regular file`
+	cfg := &Config{Providers: providers}
+	if err := cfg.CheckBinaries(f.dir); err == nil || err.Error() != want {
+		t.Errorf("CheckBinaries: %v\nwant: %s", err, want)
+	}
+	if err := (&Config{Providers: providers[:1]}).CheckBinaries(f.dir); err != nil {
+		t.Errorf("CheckBinaries of a good provider: %v", err)
+	}
+	if err, want := cfg.CheckBinaries(path("nope")), "imagecred: plugin binary directory "+path("nope")+" did not exist"; err == nil || err.Error() != want {
+		t.Errorf("CheckBinaries of a missing directory: %v\nwant: %s", err, want)
 	}
 }
 

@@ -171,9 +171,9 @@ func TestExecCommandsConfigErrors(t *testing.T) {
 		wantCode   int
 		wantStderr string
 	}{
-		{[]string{"credential", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, ExitUsage, "Error: loading kubeconfig: stat "},
+		{[]string{"credential", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, ExitUsage, "missing does not exist\n"},
 		{[]string{"credential", "--kubeconfig", kc, "--context", "static"}, ExitUsage, "Error: the context's user has no exec credential plugin\n"},
-		{[]string{"credential", "--kubeconfig", kc, "--context", "nope"}, ExitUsage, `Error: loading kubeconfig: context "nope" does not exist`},
+		{[]string{"credential", "--kubeconfig", kc, "--context", "nope"}, ExitUsage, `Error: loading kubeconfig: no context "nope" in ` + kc + `; contexts there: "exec", "static"` + "\n"},
 		{[]string{"request", "--kubeconfig", kc, "ok"}, ExitUsage, "Error: PATH \"ok\" must start with /\n"},
 		{[]string{"credential", "--kubeconfig", bad}, ExitFailure, "exec plugin is configured to use API version client.authentication.k8s.io/v1, plugin returned version client.authentication.k8s.io/v1beta1\n"},
 	}

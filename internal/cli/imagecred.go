@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/imagecred"
 	"github.com/kplug/kplug/imagecred/kubeapi"
@@ -30,7 +29,7 @@ kubelet would, including service-account tokens (KEP-4412).`,
 		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml
   kplug image-credential get registry.example/team/app:v1 --config providers.yaml --bin-dir /usr/libexec/kubelet-plugins
   kplug image-credential get registry.example/team/app:v1 --config providers.yaml --bin-dir bin --pod team/app-7d9c`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newImageCredentialValidateCommand(), newImageCredentialGetCommand(g),
@@ -41,11 +40,12 @@ kubelet would, including service-account tokens (KEP-4412).`,
 // --- validate
 
 type imageCredentialValidateOptions struct {
-	config, output string
+	config, binDir, output string
 }
 
 func (o *imageCredentialValidateOptions) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.config, "config", "", "CredentialProviderConfig file or directory (required)")
+	cmd.Flags().StringVar(&o.binDir, "bin-dir", "", "also check each provider's binary in this directory (the kubelet's --image-credential-provider-bin-dir)")
 	addOutputFlag(cmd, &o.output, "the summary of a valid config")
 }
 
@@ -58,9 +58,14 @@ type validConfig struct {
 func newImageCredentialValidateCommand() *cobra.Command {
 	o := &imageCredentialValidateOptions{}
 	cmd := &cobra.Command{
-		Use:   "validate --config PATH",
+		Use:   "validate --config PATH [--bin-dir DIR]",
 		Short: "Check a CredentialProviderConfig as the kubelet would; print every error",
-		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml
+		Long: `validate checks a CredentialProviderConfig as the kubelet does when it starts, and prints
+every error. With --bin-dir, it also checks that each provider's binary there exists, is a
+regular file and is executable, as the kubelet does before it runs any: without it, a
+config that validates can still keep the kubelet from starting.`,
+		Example: `  kplug image-credential validate --config /etc/kubernetes/credential-provider.yaml \
+    --bin-dir /usr/libexec/kubernetes/kubelet-plugins
   kplug image-credential validate --config /etc/kubernetes/credential-providers/   # a directory, as kubelet 1.34+ reads it
   kplug image-credential validate --config providers.yaml -o json`,
 		Args: usageArgs(cobra.NoArgs),
@@ -75,6 +80,11 @@ func newImageCredentialValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.binDir != "" {
+				if err := cfg.CheckBinaries(o.binDir); err != nil {
+					return invalidConfig(err)
+				}
+			}
 			if output.IsStructured(o.output) {
 				v := validConfig{Providers: []string{}, Hash: cfg.Hash}
 				for _, p := range cfg.Providers {
@@ -82,7 +92,11 @@ func newImageCredentialValidateCommand() *cobra.Command {
 				}
 				return output.Write(cmd.OutOrStdout(), o.output, v)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid (%d providers, config hash %s)\n", len(cfg.Providers), cfg.Hash)
+			checked := ""
+			if o.binDir != "" {
+				checked = ", their binaries in " + o.binDir + " checked"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid (%d providers, config hash %s%s)\n", len(cfg.Providers), cfg.Hash, checked)
 			return err
 		},
 	}
@@ -213,7 +227,8 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 		_, err = cmd.OutOrStdout().Write(imagecred.DockerConfigJSON(nil))
 		return err
 	}
-	opts := imagecred.Options{Config: cfg, BinDir: o.binDir, Timeout: o.timeout, PluginStderr: g.io.Err}
+	// The plugins' stderr goes to ours as they write it, so errors do not repeat it.
+	opts := imagecred.Options{Config: cfg, BinDir: o.binDir, Timeout: o.timeout, PluginStderr: g.io.Err, PluginStderrShown: true}
 	var pod *imagecred.Pod
 	if o.pod != "" {
 		ns, name, ok := strings.Cut(o.pod, "/")
@@ -248,9 +263,9 @@ func (o *imageCredentialGetOptions) run(cmd *cobra.Command, g *globals, image st
 }
 
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loadingRules(kubeconfig), nil).ClientConfig()
+	cfg, err := newKubeconfigFiles(kubeconfig, "", "").restConfig()
 	if err != nil {
-		return nil, invalidConfig(fmt.Errorf("kubeconfig: %w", err))
+		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
 	}
 	return kubernetes.NewForConfig(cfg)
 }
@@ -288,7 +303,7 @@ a service account are skipped unless it is optional.`,
     --bin-dir /usr/libexec/kubelet-plugins --cache-dir "$HOME/.cache/kplug/credentials" "$@"
 
   echo registry.example | docker-credential-kplug get`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	o.AddFlags(cmd)
@@ -399,7 +414,7 @@ func newImageCredentialPluginCommand() *cobra.Command {
     apiVersion: credentialprovider.kubelet.k8s.io/v1
     args: [image-credential, plugin, token-exchange, --endpoint, "https://sts.example/token"]
     tokenAttributes: {serviceAccountTokenAudience: registry.example, cacheType: ServiceAccount, requireServiceAccount: true}`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	o := &tokenExchangeOptions{}

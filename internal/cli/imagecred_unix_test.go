@@ -84,7 +84,9 @@ func TestImageCredentialGetFailures(t *testing.T) {
 	f.fakes["broken"].Exit(3).Stderr("no credentials for you")
 	code, out, errOut := runIn(t, "", "image-credential", "get", "registry.io/app", "--config", f.config, "--bin-dir", f.dir)
 	path := filepath.Join(f.dir, "broken")
-	want := fmt.Sprintf("Error: imagecred: provider \"broken\" (%s) for image \"registry.io/app\": plugin %q exited with code 3: no credentials for you\n", path, path)
+	// Issue 32 item 9: the plugin's stderr is shown as it writes it, once, not again in
+	// the error.
+	want := fmt.Sprintf("Error: imagecred: provider \"broken\" (%s) for image \"registry.io/app\": plugin %q exited with code 3 (its stderr is above)\n", path, path)
 	if code != ExitFailure || out != "" || errOut != "no credentials for you"+want {
 		t.Errorf("code %d, stdout %q\nstderr %q\nwant   %q", code, out, errOut, "no credentials for you"+want)
 	}
@@ -100,6 +102,46 @@ func TestImageCredentialGetFailures(t *testing.T) {
 		if code != ExitUsage || !strings.HasPrefix(errOut, tc.want) {
 			t.Errorf("get %v: code %d, stderr %q, want prefix %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestImageCredentialBinaries covers issue 32 item 9: a provider binary that cannot run
+// is reported in the words kplug credential uses, by get and by validate --bin-dir, which
+// checks every provider's binary as the kubelet will.
+func TestImageCredentialBinaries(t *testing.T) {
+	plain := func(name string) string { // a provider with no fake plugin installed
+		return strings.Replace(icProvider(name, name+".io"), "  env: {{env "+name+"}}\n", "", 1)
+	}
+	f := newICFixture(t, []string{"good"}, icProvider("good", "good.io")+plain("noexec")+plain("adir")+plain("gone"))
+	writeFile(t, filepath.Join(f.dir, "noexec"), "#!/bin/sh\n")
+	if err := os.Mkdir(filepath.Join(f.dir, "adir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	noexec := fmt.Sprintf(`imagecred: provider "noexec": plugin %q cannot be executed: permission denied (the file is not marked executable)`, filepath.Join(f.dir, "noexec"))
+	code, out, errOut := runIn(t, "", "image-credential", "validate", "--config", f.config, "--bin-dir", f.dir)
+	want := "Error: " + noexec + "\n" +
+		fmt.Sprintf(`imagecred: provider "adir": plugin %q cannot be executed: is a directory`, filepath.Join(f.dir, "adir")) + "\n" +
+		`imagecred: provider "gone": plugin binary executable ` + filepath.Join(f.dir, "gone") + " did not exist\n"
+	if code != ExitUsage || out != "" || errOut != want {
+		t.Errorf("validate --bin-dir: code %d, stdout %q\nstderr %q\nwant   %q", code, out, errOut, want)
+	}
+	code, out, errOut = runIn(t, "", "image-credential", "get", "noexec.io/app", "--config", f.config, "--bin-dir", f.dir)
+	if code != ExitFailure || out != "" || errOut != "Error: "+noexec+"\n" {
+		t.Errorf("get: code %d, stdout %q\nstderr %q\nwant   %q", code, out, errOut, "Error: "+noexec+"\n")
+	}
+	// Without --bin-dir, validate checks the config only, as before.
+	code, out, _ = runIn(t, "", "image-credential", "validate", "--config", f.config)
+	if code != ExitOK || !strings.HasPrefix(out, "valid (4 providers, config hash sha256:") || !strings.HasSuffix(out, ")\n") || strings.Contains(out, "binaries") {
+		t.Errorf("validate: code %d, stdout %q", code, out)
+	}
+	good := newICFixture(t, []string{"good"}, icProvider("good", "good.io"))
+	code, out, errOut = runIn(t, "", "image-credential", "validate", "--config", good.config, "--bin-dir", good.dir)
+	if want := ", their binaries in " + good.dir + " checked)\n"; code != ExitOK || !strings.HasPrefix(out, "valid (1 providers, config hash sha256:") || !strings.HasSuffix(out, want) || errOut != "" {
+		t.Errorf("validate --bin-dir, good: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, _, errOut = runIn(t, "", "image-credential", "validate", "--config", good.config, "--bin-dir", filepath.Join(good.dir, "nope"))
+	if want := "Error: imagecred: plugin binary directory " + filepath.Join(good.dir, "nope") + " did not exist\n"; code != ExitUsage || errOut != want {
+		t.Errorf("validate --bin-dir missing: code %d\nstderr %q\nwant   %q", code, errOut, want)
 	}
 }
 

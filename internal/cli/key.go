@@ -62,7 +62,7 @@ pin-source=file:PATH or $KPLUG_TPM_PIN.`,
   kplug key request-certificate ~/.kube/kplug/alice.tss2 --user alice --cert-file ~/.kube/kplug/alice.crt
   kplug key kubeconfig ~/.kube/kplug/alice.tss2 --cert-file ~/.kube/kplug/alice.crt --out ~/.kube/alice.yaml
   kplug run --kubeconfig ~/.kube/alice.yaml -- kubectl auth whoami`,
-		Args: usageArgs(cobra.NoArgs),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newKeyCreateCommand(g), newKeyPublicCommand(g), newKeyCSRCommand(g),
@@ -608,8 +608,11 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 	if time.Now().After(x.NotAfter) {
 		return invalidConfig(fmt.Errorf("--cert-file %s: the certificate for %q expired at %s", certFile, x.Subject.CommonName, x.NotAfter.UTC().Format(time.RFC3339)))
 	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.kubeconfig.loadingRules(), &clientcmd.ConfigOverrides{CurrentContext: o.kubeconfig.context})
-	raw, err := cc.RawConfig()
+	kf := o.kubeconfig.files()
+	if err := kf.unusable(); err != nil {
+		return invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
+	}
+	raw, err := kf.RawConfig()
 	if err != nil {
 		return invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
 	}
@@ -621,13 +624,7 @@ func (o *keyKubeconfigOptions) run(g *globals, stdout io.Writer, ref string) err
 		ctxName = raw.CurrentContext
 	}
 	kctx := raw.Contexts[ctxName]
-	if kctx == nil {
-		return invalidConfig(fmt.Errorf("kubeconfig: no context %q to take the cluster from: give --context", ctxName))
-	}
 	cluster := raw.Clusters[kctx.Cluster]
-	if cluster == nil {
-		return invalidConfig(fmt.Errorf("kubeconfig: context %q names cluster %q, which is not there", ctxName, kctx.Cluster))
-	}
 	name := o.userName
 	if name == "" {
 		name = x.Subject.CommonName

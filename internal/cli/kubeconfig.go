@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execplugin"
@@ -61,8 +60,8 @@ func (o *kubeconfigOptions) load(g *globals, stdinUse string) (*user, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules(), &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := cc.ClientConfig()
+	cc := o.files()
+	cfg, err := cc.restConfig()
 	if err != nil {
 		return nil, invalidConfig(fmt.Errorf("loading kubeconfig: %w", err))
 	}
@@ -80,7 +79,7 @@ func (o *kubeconfigOptions) load(g *globals, stdinUse string) (*user, error) {
 		name = raw.CurrentContext
 	}
 	if kctx := raw.Contexts[name]; kctx != nil && kctx.AuthInfo != "" {
-		if u.opts.HTTPSignature, err = execcred.LoadHTTPSignature(o.loadingRules().GetLoadingPrecedence(), kctx.AuthInfo); err != nil {
+		if u.opts.HTTPSignature, err = execcred.LoadHTTPSignature(cc.rules.GetLoadingPrecedence(), kctx.AuthInfo); err != nil {
 			return nil, invalidConfig(err)
 		}
 	}
@@ -99,16 +98,9 @@ func (o *kubeconfigOptions) load(g *globals, stdinUse string) (*user, error) {
 	return u, nil
 }
 
-// loadingRules are kubectl's: --kubeconfig, else $KUBECONFIG merged, else ~/.kube/config.
-func (o *kubeconfigOptions) loadingRules() *clientcmd.ClientConfigLoadingRules {
-	return loadingRules(o.path)
-}
-
-// loadingRules are kubectl's for an explicit kubeconfig path (may be empty).
-func loadingRules(path string) *clientcmd.ClientConfigLoadingRules {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	return rules
+// files are the kubeconfig files of --kubeconfig and --context, as kubectl finds them.
+func (o *kubeconfigOptions) files() *kubeconfigFiles {
+	return newKubeconfigFiles(o.path, o.context, "")
 }
 
 // connect connects as the context's user (execproxy.Connect: one call for every kind of

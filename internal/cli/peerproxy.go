@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplug/kplug/mvproxy"
 	"github.com/kplug/kplug/mvproxy/sidecar"
@@ -155,9 +154,13 @@ func (o *peerproxyOptions) sidecarOptions(log *slog.Logger) (sidecar.Options, er
 		clientCAs, err = loadPool(o.clientCA, "client-ca-file")
 		errs = append(errs, err)
 	}
-	restCfg, err := clientcmd.BuildConfigFromFlags(o.apiserver, o.kubeconfig)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err))
+	var restCfg *rest.Config
+	if o.kubeconfig != "" {
+		kf := newKubeconfigFiles(o.kubeconfig, "", o.apiserver)
+		kf.noContextFlag = true
+		if restCfg, err = kf.restConfig(); err != nil {
+			errs = append(errs, fmt.Errorf("loading kubeconfig: %w", err))
+		}
 	}
 	if host, _, err := net.SplitHostPort(o.listen); o.advertise == "" && (err != nil || host == "" || net.ParseIP(host).IsUnspecified()) {
 		errs = append(errs, fmt.Errorf("--advertise-address is required when --listen-address %q names no host", o.listen))

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/output"
@@ -50,7 +51,10 @@ func execute(ctx context.Context, root *cobra.Command, args []string, streams IO
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := findUnknownCommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -89,18 +93,8 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
   kplug completion bash > /etc/bash_completion.d/kplug`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// Any positional argument reaching the root is a mistyped subcommand.
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return nil
-			}
-			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += "; did you mean " + strings.Join(s, " or ") + "?"
-			}
-			return &usageError{err: errors.New(msg), showHelp: true}
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Args:          subcommandArgs,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.log = newLogger(g.io.Err, g.verbosity)
 			return refuseAsExecPlugin(cmd, os.Getenv)
@@ -110,7 +104,6 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &usageError{err: err, showHelp: true}
 	})
-	root.SuggestionsMinimumDistance = 2
 	// `kplug completion` is ours (with examples and usage errors); cobra's hidden
 	// __complete command, which the scripts call, stays.
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -128,6 +121,80 @@ Results go to stdout; logs and progress go to stderr. Exit codes: 0 success,
 	root.AddCommand(newCompletionCommand())
 	return root
 }
+
+// subcommandArgs is the Args of a command that only groups subcommands: any positional
+// argument reaching it is a mistyped subcommand.
+func subcommandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return unknownCommand(cmd, args[0])
+}
+
+// unknownCommand says that cmd has no subcommand name, and which ones are near it.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor does not apply
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &usageError{err: errors.New(msg), showHelp: true}
+}
+
+// findUnknownCommand reports args naming a subcommand that does not exist, with the
+// command it was looked for under, before cobra parses any flag. cobra finds the deepest
+// command args name and parses the rest as its flags before it looks at the arguments
+// left, so `kplug exec-cahce --list` reported --list, unknown to kplug itself, instead of
+// the mistyped name. (cobra's own early check, legacyArgs, runs only for a root command
+// without an Args validator.)
+func findUnknownCommand(root *cobra.Command, args []string) (*cobra.Command, error) {
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		return nil, nil // cobra adds its completion command when it executes
+	}
+	root.InitDefaultHelpCmd() // as cobra does when it executes: `kplug help` is a command
+	cmd, rest, err := root.Find(args)
+	if err != nil || !cmd.HasSubCommands() {
+		return nil, nil // cobra reports it
+	}
+	if name := firstArg(cmd, rest); name != "" {
+		return cmd, unknownCommand(cmd, name)
+	}
+	return nil, nil
+}
+
+// firstArg is the first of args that is neither a flag of cmd nor a flag's value, parsed
+// as cobra will parse them. An unknown flag is skipped, with the next argument when that
+// does not look like a flag (it may be the flag's value), as cobra's Find skips it.
+func firstArg(cmd *cobra.Command, args []string) string {
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	cmd.InitDefaultHelpFlag()
+	// Copies whose values are set nowhere: parsing cmd's own flags here would set them
+	// before cobra does, twice for a repeatable flag.
+	copyFlag := func(f *pflag.Flag) {
+		if fs.Lookup(f.Name) == nil {
+			c := *f
+			c.Value = inertValue(f.Value.Type())
+			fs.AddFlag(&c)
+		}
+	}
+	cmd.Flags().VisitAll(copyFlag)
+	cmd.InheritedFlags().VisitAll(copyFlag)
+	if fs.Parse(args) != nil || fs.NArg() == 0 {
+		return ""
+	}
+	return fs.Arg(0)
+}
+
+// inertValue is a flag value that accepts anything and keeps nothing.
+type inertValue string
+
+func (v inertValue) String() string   { return "" }
+func (v inertValue) Set(string) error { return nil }
+func (v inertValue) Type() string     { return string(v) }
 
 // pluginCommands are the commands a kubeconfig's exec block may run: the ones made to be
 // exec plugins, and the harmless ones.

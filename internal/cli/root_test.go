@@ -68,6 +68,42 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}
 }
 
+// TestUnknownCommandBeforeFlags covers issue 32 item 6: `kplug exec-cahce --list` said
+// "unknown flag: --list", because cobra parsed the rest of the line as the root's flags
+// before it looked at the mistyped name. At every level, the name is reported first.
+func TestUnknownCommandBeforeFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args       []string
+		wantStderr string
+	}{
+		{[]string{"exec-cahce", "--list"}, "Error: unknown command \"exec-cahce\" for \"kplug\"; did you mean exec-cache?\nRun 'kplug --help' for usage.\n"},
+		{[]string{"-v", "4", "exec-cahce", "--list"}, "Error: unknown command \"exec-cahce\" for \"kplug\"; did you mean exec-cache?\nRun 'kplug --help' for usage.\n"},
+		{[]string{"exec-cahce", "--help"}, "Error: unknown command \"exec-cahce\" for \"kplug\"; did you mean exec-cache?\nRun 'kplug --help' for usage.\n"},
+		{[]string{"image-credential", "gett", "--config", "x", "--pod=a/b"}, "Error: unknown command \"gett\" for \"kplug image-credential\"; did you mean get?\nRun 'kplug image-credential --help' for usage.\n"},
+		{[]string{"image-credential", "docker-helper", "gt", "--bogus"}, "Error: unknown command \"gt\" for \"kplug image-credential docker-helper\"; did you mean get?\nRun 'kplug image-credential docker-helper --help' for usage.\n"},
+		{[]string{"key", "--v=2", "creat", "-o", "json"}, "Error: unknown command \"creat\" for \"kplug key\"; did you mean create?\nRun 'kplug key --help' for usage.\n"},
+		{[]string{"image-credential", "zzz"}, "Error: unknown command \"zzz\" for \"kplug image-credential\"\nRun 'kplug image-credential --help' for usage.\n"},
+		// A flag before any name is still the flag's error: it may take the next argument.
+		{[]string{"--bogus", "exec-cahce"}, "Error: unknown flag: --bogus\nRun 'kplug --help' for usage.\n"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := run(t, tt.args...)
+		if code != ExitUsage || out != "" || errOut != tt.wantStderr {
+			t.Errorf("kplug %s: code %d (want %d)\nstdout %q\nstderr %q\nwant   %q", strings.Join(tt.args, " "), code, ExitUsage, out, errOut, tt.wantStderr)
+		}
+	}
+	// What is not a mistyped name still works: help, global flags before a command,
+	// the help command, completion.
+	for _, args := range [][]string{{"--help"}, {"-v", "4", "version"}, {"--v=4", "version", "-o", "json"}, {"help", "exec-cache"},
+		{"image-credential", "--help"}, {"__complete", "exec-c"}} {
+		code, out, errOut := run(t, args...)
+		if code != ExitOK || out == "" || strings.Contains(errOut, "Error") {
+			t.Errorf("kplug %s: code %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+}
+
 func TestFailureExitsOneAndLogsGoToStderr(t *testing.T) {
 	t.Parallel()
 	g := &globals{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +21,7 @@ type runOptions struct {
 func newRunCommand(g *globals) *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run -- COMMAND [ARGS...]",
+		Use:   "run [flags] -- COMMAND [ARGS...]",
 		Short: "Run an unmodified client (kubectl, helm) through the context's exec proxy",
 		Long: `Start the context's exec proxy plugin as a client that supports exec proxies, then run
 COMMAND with KUBECONFIG pointing at an ephemeral kubeconfig (0600) that reaches the API
@@ -28,11 +29,21 @@ server through the proxy: its proxy-url is a loopback HTTP CONNECT bridge to the
 socket, which stock kubectl honours for REST calls, watches, exec, attach and
 port-forward, and which admits only clients holding the secret in that kubeconfig. The
 context's impersonation (as, as-groups, ...) is kept. Everything is removed when COMMAND exits, and COMMAND's exit code is
-kplug's.`,
+kplug's.
+
+kplug run chooses the cluster and user: give --kubeconfig and --context before --.
+COMMAND's own --kubeconfig or --context (before any -- of its own) is refused, with the
+command line that works: it would make COMMAND skip the kubeconfig kplug gives it, or
+look for a context that kubeconfig does not have.`,
 		Example: `  kplug run --context hsm -- kubectl get pods -w
   kplug run -- helm list -A`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), g, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseClientKubeconfig(g.args, args, cmd.ArgsLenAtDash()); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), g, args)
+		},
 	}
 	o.kubeconfig.AddFlags(cmd)
 	return cmd
@@ -84,6 +95,63 @@ func (o *runOptions) run(ctx context.Context, g *globals, args []string) error {
 	}
 	return nil
 }
+
+// refuseClientKubeconfig refuses a command line that gives COMMAND (args[0]) its own
+// --kubeconfig or --context, as in `kplug run -- kubectl get pods --kubeconfig X`, which
+// reads as if X chose the cluster. kplug cannot honour it for COMMAND: the kubeconfig
+// COMMAND must read is the one kplug writes, with one context. Moving the flags to kplug
+// would mean knowing every client's flags (helm has --kube-context, and a value may
+// follow kubectl exec's --), so kplug refuses and prints the command line that works.
+// kplugArgs is kplug's whole command line; dash is cobra's ArgsLenAtDash: the client's
+// arguments after a -- of its own are not looked at.
+func refuseClientKubeconfig(kplugArgs, args []string, dash int) error {
+	scan := args[1:]
+	if dash > 0 {
+		scan = args[1:dash] // `kplug run kubectl exec pod -- ...`: cobra took that --
+	}
+	var moved, kept []string
+	for i := 0; i < len(scan); i++ {
+		name, _, hasValue := strings.Cut(scan[i], "=")
+		switch {
+		case scan[i] == "--":
+			kept = append(kept, scan[i:]...)
+			i = len(scan)
+		case name != "--kubeconfig" && name != "--context" || !hasValue && i+1 == len(scan):
+			kept = append(kept, scan[i])
+		case hasValue:
+			moved = append(moved, scan[i])
+		default:
+			moved = append(moved, scan[i], scan[i+1])
+			i++
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	kept = append(kept, args[1+len(scan):]...)
+	// kplug's part of the line as given: what precedes "--" COMMAND.
+	head := []string{"run"}
+	if n := len(kplugArgs) - len(args) - 1; dash == 0 && n >= 0 && kplugArgs[n] == "--" {
+		head = kplugArgs[:n]
+	}
+	line := append(append(append(append([]string{"kplug"}, head...), moved...), "--", args[0]), kept...)
+	return invalidConfig(fmt.Errorf("%s after -- goes to %s, which kplug run gives a kubeconfig of its own (through the exec proxy); give it to kplug run: %s",
+		strings.Join(moved, " "), args[0], shellJoin(line)))
+}
+
+// shellJoin joins args as a POSIX shell reads them back.
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return !strings.ContainsRune(shellSafe, r) }) {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(quoted, " ")
+}
+
+const shellSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-~"
 
 // exitCodeError makes kplug exit with code, printing nothing: the command already spoke.
 type exitCodeError struct{ code int }
