@@ -6,6 +6,7 @@ package swtpm
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,7 +65,10 @@ func Start(dir string) (*TPM, error) {
 	go func() { t.err = t.cmd.Wait(); close(t.exited) }()
 	deadline := time.After(10 * time.Second)
 	for {
-		if _, err := os.Stat(t.Socket); err == nil {
+		// Ready once it accepts: the socket file appears at bind, before swtpm listens,
+		// and a client that connects in between is refused (seen in CI).
+		if c, err := net.DialTimeout("unix", t.Socket, time.Second); err == nil {
+			_ = c.Close()
 			return t, nil
 		}
 		select {
