@@ -5,6 +5,7 @@
 package swtpm
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -67,7 +68,7 @@ func Start(dir string) (*TPM, error) {
 	for {
 		// Ready once it accepts: the socket file appears at bind, before swtpm listens,
 		// and a client that connects in between is refused (seen in CI).
-		if c, err := net.DialTimeout("unix", t.Socket, time.Second); err == nil {
+		if c, err := (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "unix", t.Socket); err == nil {
 			_ = c.Close()
 			return t, nil
 		}
