@@ -537,7 +537,7 @@ func deriveFor(l *httpsig.Ladder, dk *resolverapi.DerivedKey, s *httpsig.Signatu
 			asserted++
 			want := renderDate(step.Date, s.Created)
 			if v != want {
-				return nil, fmt.Errorf("the key was derived for %s %s, and the signature was created on %s", httpsig.Quote(step.Name), httpsig.Quote(v), want)
+				return nil, fmt.Errorf("the key was derived for %s (step %s), and the signature was created on %s", httpsig.Quote(v), httpsig.Quote(step.Name), want)
 			}
 		}
 	}

@@ -261,7 +261,7 @@ func TestResolverRefuses(t *testing.T) {
 		{"signed twice", twice, httpsig.Malformed, "carries 2 signatures, of which only one could be recorded"},
 		{"another region's key ID", signed(t, sigV4Key(exampleAKID, "eu-west-1", secret), now), httpsig.UnknownKey, "not the signature's key ID"},
 		{"a key derived for another date", signed(t, httpsig.Key{Secret: oldKey, KeyID: oldKeyID}, now), httpsig.UnknownKey, "not the signature's key ID"},
-		{"a stage for another date", signed(t, sigV4Key("AKIDSTAGED", "us-east-1", secret), now), httpsig.UnknownKey, `was derived for "date" "20200101"`},
+		{"a stage for another date", signed(t, sigV4Key("AKIDSTAGED", "us-east-1", secret), now), httpsig.UnknownKey, `was derived for "20200101" (step "date"), and the signature was created on`},
 		{"a wrong secret", signed(t, sigV4Key(exampleAKID, "us-east-1", []byte("not the secret")), now), httpsig.Forged, "does not verify"},
 		{"an expired created", signed(t, aws, now.Add(-2*time.Minute)), httpsig.Stale, "created"},
 		{"an unknown key ID", signed(t, httpsig.Key{Secret: []byte("secret-secret-secret-secret-secret"), KeyID: "corp/nobody"}, now), httpsig.UnknownKey, "no resolver serves"},

@@ -358,7 +358,7 @@ func TestSignatureResolverReplicas(t *testing.T) {
 		{"wrong secret", awsSigner(t, awsExampleKeyID, "not-"+awsExampleSecret, "us-east-1", nil),
 			"signature does not verify"},
 		{"resolver's key staged for another day", awsSigner(t, staleStageKeyID, awsExampleSecret, "us-east-1", at),
-			fmt.Sprintf("the key was derived for date %s, and the signature was created on %s", now.Add(-24*time.Hour).UTC().Format("20060102"), now.UTC().Format("20060102"))},
+			fmt.Sprintf("the key was derived for %q (step \"date\"), and the signature was created on %s", now.Add(-24*time.Hour).UTC().Format("20060102"), now.UTC().Format("20060102"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			auditID := id(tc.name)
