@@ -30,11 +30,11 @@ import (
 // server that lacks them. It needs root, and says so otherwise.
 func mixedVersionProxyDemo(ctx context.Context, binDir string, logf func(string, ...any)) error {
 	fmt.Println("# Mixed version proxy (KEP-4020): a kubectl request reaches the apiserver that serves it")
-	fmt.Println("(on a control plane of its own, which stops at the end of this part: so do its $ commands)")
 	if why := whyNoSecondApiserver(); why != "" {
 		fmt.Printf("skipped: two kube-apiservers on one machine need a UTS namespace each (their identity Leases are named after the hostname), and %s; run make demo as root to see it\n\n", why)
 		return nil
 	}
+	fmt.Println("(on a control plane of its own, which stops at the end of this part: so do its $ commands)")
 	logf("starting etcd and two kube-apiservers, the second with --runtime-config=batch/v1=false...")
 	cp, err := framework.Start(ctx, framework.Options{BinDir: binDir, Logf: logf, Servers: []framework.ServerOptions{
 		{}, {Flags: []string{"--runtime-config=batch/v1=false"}},

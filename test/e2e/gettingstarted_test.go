@@ -431,9 +431,41 @@ func TestReadmeQuickstart(t *testing.T) {
 	} else {
 		want = append(want, "skipped: two kube-apiservers on one machine need a UTS namespace each")
 	}
+	want = append(want,
+		"each $ command below also works pasted into another terminal in this directory, while the demo runs",
+		"demo: next, with your own cluster: make install puts kplug and kplug-exec-cache on your PATH")
 	for _, w := range want {
 		if !strings.Contains(out, w) {
 			t.Errorf("make demo's output lacks %q:\n%s", w, out)
+		}
+	}
+	checkDemoOutput(t, out)
+}
+
+// checkDemoOutput holds make demo's output to what a newcomer can trust: no log line of
+// a component that reads like an error of the demo's (the in-process registry logs to a
+// file), and each command it prints ("$ ...") names a program that a shell in the clone
+// finds as printed (kubectl and kplug by their path in _output/bin, not on PATH).
+func checkDemoOutput(t *testing.T, out string) {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "level=error") || strings.Contains(line, "level=warning") {
+			t.Errorf("make demo printed a component's log line: %s", line)
+		}
+		cmdline, ok := strings.CutPrefix(line, "$ ")
+		if !ok {
+			continue
+		}
+		prog := strings.Fields(cmdline)[0]
+		if strings.Contains(prog, "/") {
+			if !filepath.IsAbs(prog) {
+				prog = filepath.Join(moduleRoot(t), prog)
+			}
+			if _, err := os.Stat(prog); err != nil {
+				t.Errorf("make demo printed %q, whose program is not there: %v", strings.TrimSpace(line), err)
+			}
+		} else if prog != "cat" {
+			t.Errorf("make demo printed %q, whose program a shell finds only on PATH", strings.TrimSpace(line))
 		}
 	}
 }
