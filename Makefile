@@ -34,6 +34,15 @@ build: ## Build kplug and kplug-exec-cache into _output/bin
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug ./cmd/kplug
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug-exec-cache ./cmd/kplug-exec-cache
 
+# Where make install puts kplug and kplug-exec-cache: $(PREFIX)/bin when PREFIX is given
+# (make install PREFIX=/usr/local, which needs root), else where go install puts programs
+# ($GOBIN, or the first GOPATH entry's bin, ~/go/bin by default): a directory of the user's.
+INSTALL_DIR = $(if $(PREFIX),$(PREFIX)/bin,$(shell d=$$($(GO) env GOBIN); p=$$($(GO) env GOPATH); echo "$${d:-$${p%%:*}/bin}"))
+
+.PHONY: install
+install: build ## Put kplug and kplug-exec-cache on PATH: in $GOBIN or ~/go/bin, or with PREFIX=/usr/local in /usr/local/bin (says how to add the directory to PATH when it is not there)
+	@hack/install.sh '$(INSTALL_DIR)' $(BIN)
+
 .PHONY: test
 test: deps tools test-unit test-e2e ## Unit tests with -race, then end-to-end tests (installs deps, builds tools first)
 

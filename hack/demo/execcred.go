@@ -80,7 +80,7 @@ func execCacheDemo(ctx context.Context, cp *framework.ControlPlane) error {
 // runSteps runs each command, echoing it first, with its output on the demo's.
 func runSteps(ctx context.Context, steps [][]string) error {
 	for _, step := range steps {
-		fmt.Printf("$ %s %s\n", filepath.Base(step[0]), strings.Join(step[1:], " "))
+		fmt.Printf("$ %s\n", commandLine(step))
 		runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		cmd := exec.CommandContext(runCtx, step[0], step[1:]...) //nolint:gosec // the demo's own binaries
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -93,4 +93,38 @@ func runSteps(ctx context.Context, steps [][]string) error {
 		fmt.Printf("\n(%v)\n\n", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// commandLine is argv as a reader pastes it into a shell in the directory the demo runs in
+// (make demo runs it in the clone): the program by its path from there (_output/bin/kplug:
+// kplug is on PATH only after make install), each argument quoted when a shell would
+// change it.
+func commandLine(argv []string) string {
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		if i == 0 {
+			a = typed(a)
+		}
+		words[i] = shellQuote(a)
+	}
+	return strings.Join(words, " ")
+}
+
+// typed is path relative to the working directory when it is below it, else path.
+func typed(path string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, path); err == nil && filepath.IsLocal(rel) {
+			return rel
+		}
+	}
+	return path
+}
+
+// shellQuote is s as one shell word: as it is when no character in it is special to a
+// shell, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@+%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -30,10 +30,10 @@ func execProxyDemo(ctx context.Context, cp *framework.ControlPlane) error {
 	}
 	fmt.Println("# Exec proxy: kubectl talks to a local proxy that holds the client certificate")
 	kubectl := filepath.Join(cp.BinDir, "kubectl")
-	fmt.Printf("$ kplug run --kubeconfig %s -- kubectl auth whoami\n", kubeconfig)
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(runCtx, kplug, "run", "--kubeconfig", kubeconfig, "--", kubectl, "auth", "whoami") //nolint:gosec // the demo's own binaries
+	cmd := exec.CommandContext(runCtx, kplug, "run", "--kubeconfig", kubeconfig, "--", typed(kubectl), "auth", "whoami") //nolint:gosec // the demo's own binaries
+	fmt.Printf("$ %s\n", commandLine(cmd.Args))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kplug run: %w", err)

@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +40,18 @@ func imageCredentialDemo(ctx context.Context, cp *framework.ControlPlane) error 
 	if err := os.MkdirAll(binDir, 0o700); err != nil {
 		return err
 	}
+	// The registry logs through logrus's standard logger, and logs as errors what clients
+	// ask on purpose (a manifest before it is pushed, an anonymous pull): into its log file,
+	// with the control plane's, not on the demo's terminal.
+	regLog, err := os.Create(filepath.Join(dir, "registry.log")) //nolint:gosec // the demo's own directory
+	if err != nil {
+		return err
+	}
+	logrus.SetOutput(regLog)
+	defer func() {
+		logrus.SetOutput(os.Stderr)
+		_ = regLog.Close()
+	}()
 	reg, err := registrytest.New(dir)
 	if err != nil {
 		return err
@@ -56,7 +68,7 @@ func imageCredentialDemo(ctx context.Context, cp *framework.ControlPlane) error 
 	}
 	exchange := registrytest.StartTokenExchange(admin, registryAudience, reg.PullerPassword)
 	defer exchange.Close()
-	fmt.Printf("an OCI registry that wants a password: %s (image %s)\n", reg.Host, ref)
+	fmt.Printf("an OCI registry that wants a password: %s (image %s, log %s)\n", reg.Host, ref, regLog.Name())
 	fmt.Printf("a token endpoint that checks service-account tokens with TokenReview: %s\n", exchange.URL)
 	if err := createPuller(ctx, admin, ref); err != nil {
 		return err
@@ -93,10 +105,10 @@ providers:
 		return err
 	}
 	args := []string{"image-credential", "get", ref, "--config", config, "--bin-dir", binDir, "--kubeconfig", cp.Admin.Kubeconfig, "--pod", "team/app"}
-	fmt.Printf("$ kplug %s\n", strings.Join(args, " "))
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, kplug, args...) //nolint:gosec // the demo's own binary
+	fmt.Printf("$ %s\n", commandLine(cmd.Args))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +28,7 @@ func main() {
 		stop()
 		os.Exit(1)
 	}
+	fmt.Fprintln(os.Stderr, "demo: next, with your own cluster: make install puts kplug and kplug-exec-cache on your PATH, and docs/getting-started/ has a page for each kind of user")
 }
 
 func run(ctx context.Context, binDir string, wait bool) error {
@@ -50,7 +50,8 @@ func run(ctx context.Context, binDir string, wait bool) error {
 	fmt.Printf("admin kubeconfig (system:masters): %s\n", cp.Admin.Kubeconfig)
 	fmt.Printf("token user %q: %s\n", cp.TokenUser.Name, cp.TokenUser.Kubeconfig)
 	fmt.Printf("client-certificate user %q: %s\n", cp.CertUser.Name, cp.CertUser.Kubeconfig)
-	fmt.Printf("files and logs (removed on stop): %s\n\n", cp.Dir)
+	fmt.Printf("files and logs (removed on stop): %s\n", cp.Dir)
+	fmt.Printf("each $ command below also works pasted into another terminal in this directory, while the demo runs: its control plane and files go when it stops\n\n")
 	// kubectl's discovery cache goes with the rest, not into ~/.kube/cache.
 	if err := os.Setenv("KUBECACHEDIR", filepath.Join(cp.Dir, "kube-cache")); err != nil {
 		return err
@@ -64,9 +65,9 @@ func run(ctx context.Context, binDir string, wait bool) error {
 		{"who am I, as the token user", cp.TokenUser, []string{"auth", "whoami"}},
 		{"namespaces, as the admin", cp.Admin, []string{"get", "namespaces"}},
 	} {
-		fmt.Printf("$ kubectl --kubeconfig %s %s\n", step.user.Kubeconfig, strings.Join(step.args, " "))
 		reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		cmd := cp.Kubectl(reqCtx, step.user, step.args...)
+		fmt.Printf("$ %s\n", commandLine(cmd.Args))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		err := cmd.Run()
 		cancel()

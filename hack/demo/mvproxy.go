@@ -34,6 +34,7 @@ func mixedVersionProxyDemo(ctx context.Context, binDir string, logf func(string,
 		fmt.Printf("skipped: two kube-apiservers on one machine need a UTS namespace each (their identity Leases are named after the hostname), and %s; run make demo as root to see it\n\n", why)
 		return nil
 	}
+	fmt.Println("(on a control plane of its own, which stops at the end of this part: so do its $ commands)")
 	logf("starting etcd and two kube-apiservers, the second with --runtime-config=batch/v1=false...")
 	cp, err := framework.Start(ctx, framework.Options{BinDir: binDir, Logf: logf, Servers: []framework.ServerOptions{
 		{}, {Flags: []string{"--runtime-config=batch/v1=false"}},
@@ -71,8 +72,9 @@ func mixedVersionProxyDemo(ctx context.Context, binDir string, logf func(string,
 	if err != nil {
 		return err
 	}
-	fmt.Printf("$ kubectl --kubeconfig %s get jobs   # %s itself lacks batch/v1\n", direct, cp.Servers[1].Name)
-	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", direct, "get", "jobs").CombinedOutput() //nolint:gosec // the demo's own binaries
+	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", direct, "get", "jobs") //nolint:gosec // the demo's own binaries
+	fmt.Printf("$ %s   # %s itself lacks batch/v1\n", commandLine(cmd.Args), cp.Servers[1].Name)
+	out, err := cmd.CombinedOutput()
 	fmt.Printf("%s(exit: %v)\n\n", out, err)
 
 	// The sidecar learns its peer from its Lease within a few seconds.
@@ -115,8 +117,9 @@ func whyNoSecondApiserver() string {
 // the user kplug-peerproxy writes Leases) and writes that user's kubeconfig.
 func sidecarUser(ctx context.Context, cp *framework.ControlPlane) (string, error) {
 	rbac := filepath.Join("docs", "peerproxy-rbac.yaml")
-	fmt.Printf("$ kubectl apply -f %s\n", rbac)
-	out, err := cp.Kubectl(ctx, cp.Admin, "apply", "-f", rbac).CombinedOutput()
+	cmd := cp.Kubectl(ctx, cp.Admin, "apply", "-f", rbac)
+	fmt.Printf("$ %s\n", commandLine(cmd.Args))
+	out, err := cmd.CombinedOutput()
 	fmt.Print(string(out))
 	if err != nil {
 		return "", fmt.Errorf("kubectl apply -f %s: %w", rbac, err)

@@ -154,6 +154,18 @@ func parseDocPage(t *testing.T, path string, lines []string) docPage {
 // it fails. It returns the output.
 func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) string {
 	t.Helper()
+	return p.runWithEnviron(t, dir, append(os.Environ(), env...), replace...)
+}
+
+// runAsReader is run with env as the whole environment, none of the test's: a reader's
+// shell, for a page that must work with nothing but what it says (see readerEnv).
+func (p docPage) runAsReader(t *testing.T, dir string, env []string, replace ...string) string {
+	t.Helper()
+	return p.runWithEnviron(t, dir, env, replace...)
+}
+
+func (p docPage) runWithEnviron(t *testing.T, dir string, environ []string, replace ...string) string {
+	t.Helper()
 	script := p.replaced(t, replace...)
 	for _, reason := range p.skipped {
 		t.Logf("%s: a block not run here: %s", p.path, reason)
@@ -162,11 +174,13 @@ func (p docPage) run(t *testing.T, dir string, env []string, replace ...string) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail -x\n"+script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = environ
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("running %d blocks of %s: %v\n%s", len(p.parts), p.path, err, out)
 	}
+	t.Logf("%s: %d blocks ran in %v", p.path, len(p.parts), time.Since(start).Round(100*time.Millisecond))
 	return string(out)
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,20 +51,113 @@ func grantView(t *testing.T, cp *framework.ControlPlane, user string) {
 	}
 }
 
-// TestGettingStartedKubectlUser runs docs/getting-started/kubectl-user.md with a user
-// "prod" whose plugin, slow-login, takes a second: the page's kubectl commands run it
-// once before the cache and once through it.
+// kubectlDir is a directory with the pinned kubectl, for a reader's PATH: a reader of a
+// page has kubectl.
+func kubectlDir(t *testing.T, cp *framework.ControlPlane) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(cp.BinDir, "kubectl"), filepath.Join(dir, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// readerHome is the home directory of a page's reader who has the tools cached: empty but
+// for this machine's Go module and build caches, linked where the go command looks by
+// default (~/go/pkg/mod, ~/.cache/go-build), so that the page's go commands download and
+// compile only what a reader's would. No go env file: the page's go commands run with Go's
+// defaults.
+func readerHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	out, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caches := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, link := range []string{filepath.Join(home, "go", "pkg", "mod"), filepath.Join(home, ".cache", "go-build")} {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(caches[i], link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
+}
+
+// readerEnv is the whole environment of a reader's shell: HOME, and a PATH of dirs (what
+// the page assumes the reader has, such as kubectl), the go command's directory and the
+// system's; and the machine's network settings, if the test has any (a reader's machine
+// has its own). It fails the test when kplug is on that PATH already: the page installs it.
+func readerEnv(t *testing.T, home string, dirs ...string) []string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := append(dirs, filepath.Dir(goCmd), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+	for _, dir := range path {
+		for _, prog := range []string{"kplug", "kplug-exec-cache"} {
+			if _, err := os.Stat(filepath.Join(dir, prog)); err == nil {
+				t.Fatalf("%s is on the reader's PATH before the page installs it: remove it", filepath.Join(dir, prog))
+			}
+		}
+	}
+	env := []string{"HOME=" + home, "PATH=" + strings.Join(path, string(os.PathListSeparator))}
+	for _, name := range []string{"TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GONOPROXY", "GOPRIVATE"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// installReplacements stand for a clone of kplug in the pages' install step: this checkout.
+func installReplacements(t *testing.T) []string {
+	return []string{"git clone https://github.com/kplug/kplug.git ~/kplug", fmt.Sprintf("ln -s %q ~/kplug", moduleRoot(t))}
+}
+
+// checkInstalled checks that the page's make install put kplug and kplug-exec-cache in
+// ~/go/bin and said, in the line the page then runs, that ~/go/bin is not on PATH.
+func checkInstalled(t *testing.T, home, out string) {
+	t.Helper()
+	bin := filepath.Join(home, "go", "bin")
+	for _, want := range []string{
+		"installed kplug and kplug-exec-cache in " + bin + "\n",
+		"make install: " + bin + ` is not on your PATH; add it (in ~/.profile too, to keep it): export PATH="$PATH:` + bin + `"` + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page's make install did not print %q:\n%s", want, out)
+		}
+	}
+	for _, prog := range []string{"kplug", "kplug-exec-cache"} {
+		if st, err := os.Stat(filepath.Join(bin, prog)); err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("%s after make install: %v", prog, err)
+		}
+	}
+}
+
+// TestGettingStartedKubectlUser runs docs/getting-started/kubectl-user.md as a reader
+// whose kubeconfig (~/.kube/config) has a user "prod" whose plugin, slow-login, takes a
+// second: the page installs kplug with make install, and its kubectl commands run the
+// plugin once before the cache and once through it.
 func TestGettingStartedKubectlUser(t *testing.T) {
 	page := readDocPage(t, "docs/getting-started/kubectl-user.md")
 	cp := framework.StartForTest(t, framework.Options{})
 	grantView(t, cp, cp.TokenUser.Name)
-	bin := kplugBin(t, cp)
-	buildBinary(t, bin, "./test/e2e/testplugin", "slow-login")
-	home := t.TempDir()
-	tokenFile, counts := filepath.Join(home, "token"), filepath.Join(home, "runs")
+	// The reader has kubectl and their plugin.
+	tools := kubectlDir(t, cp)
+	buildBinary(t, tools, "./test/e2e/testplugin", "slow-login")
+	// The plugin's token, and its record of runs, out of the reader's home.
+	state := t.TempDir()
+	tokenFile, counts := filepath.Join(state, "token"), filepath.Join(state, "runs")
 	writeFile(t, tokenFile, cp.TokenUser.Token)
-	kubeconfig := filepath.Join(home, "config")
-	err := cp.WriteExecKubeconfig(kubeconfig, map[string]*clientcmdapi.ExecConfig{"prod": {
+	home := readerHome(t)
+	if err := os.Mkdir(filepath.Join(home, ".kube"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := cp.WriteExecKubeconfig(filepath.Join(home, ".kube", "config"), map[string]*clientcmdapi.ExecConfig{"prod": {
 		APIVersion: execcred.V1,
 		Command:    "slow-login",
 		Args:       []string{"get-token", "--cluster", "prod"},
@@ -77,8 +171,9 @@ func TestGettingStartedKubectlUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := page.run(t, home, []string{pathWith(bin), "HOME=" + home, "KUBECONFIG=" + kubeconfig, "KUBECACHEDIR=" + filepath.Join(home, "cache")})
+	out := page.runAsReader(t, home, readerEnv(t, home, tools), installReplacements(t)...)
 
+	checkInstalled(t, home, out)
 	if runs, _ := os.ReadFile(counts); len(runs) != 2 {
 		t.Errorf("slow-login ran %d times for the page's three kubectl get pods; want 2 (one before the cache, one through it)", len(runs))
 	}
@@ -94,25 +189,24 @@ func TestGettingStartedKubectlUser(t *testing.T) {
 	if strings.Contains(out, cp.TokenUser.Token) {
 		t.Error("the page printed the token")
 	}
-	if entries, _ := filepath.Glob(filepath.Join(home, "cache", "kplug", "exec-cache", "*.json")); len(entries) != 0 {
+	// The page's cache: where kplug-exec-cache keeps it by default, emptied by --clear.
+	if entries, _ := filepath.Glob(filepath.Join(home, ".cache", "kplug", "exec-cache", "*.json")); len(entries) != 0 {
 		t.Errorf("after --clear, %d cache entries are left", len(entries))
 	}
 }
 
-// TestGettingStartedPluginAuthor runs docs/getting-started/plugin-author.md: a module
-// that requires this checkout of kplug (in place of the release the page gets), the
-// page's plugin built from its main.go, named in a kubeconfig, and run by kplug and
-// kubectl against the apiserver, as the token user.
+// TestGettingStartedPluginAuthor runs docs/getting-started/plugin-author.md as a reader
+// whose kubeconfig (~/.kube/config) has the cluster my-cluster and an admin context: the
+// page installs kplug, builds its plugin in a module that requires this checkout of kplug
+// (a replace directive in place of the release the page gets), names it in the
+// kubeconfig, logs in with a service account's token it creates, and runs it with kplug
+// and kubectl against the apiserver.
 func TestGettingStartedPluginAuthor(t *testing.T) {
 	page := readDocPage(t, "docs/getting-started/plugin-author.md")
 	cp := framework.StartForTest(t, framework.Options{})
-	bin := kplugBin(t, cp)
-	home := t.TempDir()
-	if err := os.Mkdir(filepath.Join(home, ".my-login"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(home, ".my-login", "token"), cp.TokenUser.Token+"\n")
-	// A kubeconfig with the cluster my-cluster, as a reader's has theirs.
+	tools := kubectlDir(t, cp)
+	home := readerHome(t)
+	// The reader's kubeconfig: their cluster, my-cluster, as the admin.
 	cfg, err := clientcmd.LoadFromFile(cp.Admin.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -120,24 +214,33 @@ func TestGettingStartedPluginAuthor(t *testing.T) {
 	cfg.Clusters = map[string]*clientcmdapi.Cluster{"my-cluster": cfg.Clusters[cp.Servers[0].Name]}
 	cfg.Contexts = map[string]*clientcmdapi.Context{"admin": {Cluster: "my-cluster", AuthInfo: cp.Admin.Name}}
 	cfg.CurrentContext = "admin"
-	kubeconfig := filepath.Join(home, "config")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+	if err := os.Mkdir(filepath.Join(home, ".kube"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	env := append(goEnv(t), pathWith(bin), "HOME="+home, "KUBECONFIG="+kubeconfig, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
-	out := page.run(t, home, env,
-		"go get github.com/kplug/kplug@latest", "go mod edit -require=github.com/kplug/kplug@v0.0.0 -replace=github.com/kplug/kplug="+moduleRoot(t))
+	if err := clientcmd.WriteToFile(*cfg, filepath.Join(home, ".kube", "config")); err != nil {
+		t.Fatal(err)
+	}
+	out := page.runAsReader(t, home, readerEnv(t, home, tools), append(installReplacements(t),
+		"go get github.com/kplug/kplug@latest", "go mod edit -require=github.com/kplug/kplug@v0.0.0 -replace=github.com/kplug/kplug="+moduleRoot(t))...)
+
+	checkInstalled(t, home, out)
+	token, err := os.ReadFile(filepath.Join(home, ".my-login", "token"))
+	if err != nil {
+		t.Fatalf("the page's login: %v", err)
+	}
 	for _, want := range []string{
 		"credential:  token\n",
-		"token:       <redacted, " + fmt.Sprint(len(cp.TokenUser.Token)) + " bytes>",
+		"token:       <redacted, " + fmt.Sprint(len(strings.TrimSpace(string(token)))) + " bytes>",
 		`"kind": "token"`,
-		"Username    bob",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the page's output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, cp.TokenUser.Token) {
+	if !regexp.MustCompile(`\nUsername +system:serviceaccount:default:my-login-test\n`).MatchString(out) {
+		t.Errorf("kubectl auth whoami through the plugin is not the page's service account:\n%s", out)
+	}
+	if strings.Contains(out, strings.TrimSpace(string(token))) {
 		t.Error("the page printed the token")
 	}
 	entries, err := os.ReadDir(filepath.Join(home, ".cache", "my-login"))
@@ -328,9 +431,41 @@ func TestReadmeQuickstart(t *testing.T) {
 	} else {
 		want = append(want, "skipped: two kube-apiservers on one machine need a UTS namespace each")
 	}
+	want = append(want,
+		"each $ command below also works pasted into another terminal in this directory, while the demo runs",
+		"demo: next, with your own cluster: make install puts kplug and kplug-exec-cache on your PATH")
 	for _, w := range want {
 		if !strings.Contains(out, w) {
 			t.Errorf("make demo's output lacks %q:\n%s", w, out)
+		}
+	}
+	checkDemoOutput(t, out)
+}
+
+// checkDemoOutput holds make demo's output to what a newcomer can trust: no log line of
+// a component that reads like an error of the demo's (the in-process registry logs to a
+// file), and each command it prints ("$ ...") names a program that a shell in the clone
+// finds as printed (kubectl and kplug by their path in _output/bin, not on PATH).
+func checkDemoOutput(t *testing.T, out string) {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "level=error") || strings.Contains(line, "level=warning") {
+			t.Errorf("make demo printed a component's log line: %s", line)
+		}
+		cmdline, ok := strings.CutPrefix(line, "$ ")
+		if !ok {
+			continue
+		}
+		prog := strings.Fields(cmdline)[0]
+		if strings.Contains(prog, "/") {
+			if !filepath.IsAbs(prog) {
+				prog = filepath.Join(moduleRoot(t), prog)
+			}
+			if _, err := os.Stat(prog); err != nil {
+				t.Errorf("make demo printed %q, whose program is not there: %v", strings.TrimSpace(line), err)
+			}
+		} else if prog != "cat" {
+			t.Errorf("make demo printed %q, whose program a shell finds only on PATH", strings.TrimSpace(line))
 		}
 	}
 }

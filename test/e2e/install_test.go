@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,63 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 	if out := run("kplug", "completion", "bash"); !strings.Contains(out, "__start_kplug") {
 		t.Errorf("kubectl kplug completion bash: %.200s", out)
+	}
+}
+
+// TestMakeInstall runs `make install PREFIX=...` as a user without that directory on PATH:
+// it must put both programs there, runnable, and print the one line that adds it to PATH;
+// run again with the line applied it must say nothing more; and with another kplug first
+// on PATH it must name that kplug. (The getting-started pages' tests run make install
+// without PREFIX, into ~/go/bin.)
+func TestMakeInstall(t *testing.T) {
+	home := readerHome(t)
+	prefix := filepath.Join(t.TempDir(), "usr")
+	bin := filepath.Join(prefix, "bin")
+	env := readerEnv(t, home)
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = moduleRoot(t), env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	lines := func(s ...string) string { return strings.Join(s, "\n") + "\n" }
+	installed := "installed kplug and kplug-exec-cache in " + bin
+
+	out := run(env, "make", "--no-print-directory", "install", "PREFIX="+prefix)
+	want := lines(installed, "make install: "+bin+` is not on your PATH; add it (in ~/.profile too, to keep it): export PATH="$PATH:`+bin+`"`)
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("make install PREFIX=%s printed\n%s\nwant it to end with\n%s", prefix, out, want)
+	}
+	// The line applied, as the user's shell would.
+	withBin := slices.Clone(env)
+	for i, kv := range withBin {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			withBin[i] = "PATH=" + path + ":" + bin
+		}
+	}
+	if got := run(withBin, "bash", "-c", "kplug version -o json && kplug-exec-cache --help >/dev/null && command -v kplug"); !strings.HasSuffix(got, bin+"/kplug\n") || !strings.Contains(got, `"kplug"`) {
+		t.Errorf("kplug on PATH after make install: %s", got)
+	}
+	if got := run(withBin, "hack/install.sh", bin, filepath.Join(moduleRoot(t), "_output", "bin")); got != lines(installed) {
+		t.Errorf("make install with %s on PATH printed %q, want only %q", bin, got, lines(installed))
+	}
+	// Another kplug before it on PATH.
+	other := t.TempDir()
+	writeFile(t, filepath.Join(other, "kplug"), "#!/bin/sh\n")
+	if err := os.Chmod(filepath.Join(other, "kplug"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range withBin {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			withBin[i] = "PATH=" + other + ":" + path
+		}
+	}
+	want = lines(installed, "make install: "+other+"/kplug comes first on your PATH: put "+bin+` before it: export PATH="`+bin+`:$PATH"`)
+	if got := run(withBin, "hack/install.sh", bin, filepath.Join(moduleRoot(t), "_output", "bin")); got != want {
+		t.Errorf("make install with another kplug first on PATH printed\n%s\nwant\n%s", got, want)
 	}
 }
