@@ -66,7 +66,7 @@ func run(ctx context.Context, binDir, dir string, out io.Writer) error {
 		}
 	}
 	if dir == "" {
-		dir = filepath.Join(filepath.Dir(filepath.Dir(binDir)), "cluster")
+		dir = filepath.Join(filepath.Dir(binDir), "cluster") // _output/cluster
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
 		return err
