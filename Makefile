@@ -101,6 +101,10 @@ demo: demo-notice tools build ## Start a control plane, show the four mechanisms
 	$(GO) build -o $(BIN)/kplug-demo-plugin ./test/e2e/testplugin
 	$(GO) run ./hack/demo --bin-dir $(BIN)
 
+.PHONY: cluster
+cluster: tools build ## Keep a control plane running for docs/getting-started until Ctrl-C (kube-controller-manager, kubeadm's files with the CA key, a node with a pod, a registry and its token endpoint; as root a second apiserver) and print the lines to paste into another terminal
+	$(GO) run ./hack/cluster --bin-dir $(BIN)
+
 .PHONY: node
 node: tools build ## As root: a kubelet (v1.36, containerd 2, runc) registers a Node and a pod pulls a private image with its service account's token through kplug's provider (make node ARGS=--wait keeps it running)
 	$(GO) run ./hack/node --bin-dir $(BIN) $(ARGS)

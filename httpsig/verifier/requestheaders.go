@@ -49,7 +49,7 @@ func newHeaderGate(o ProxyOptions) (*requestheader.Gate, error) {
 		Ready: requestheader.Readyz(hc, upstream), Proxy: signatureProxy, Refusal: notChecked,
 		Forbidden: fmt.Sprintf("the user %s, which the proxy asserts in %s with its front-proxy client certificate, may not get ConfigMap %s: bind it to the Role extension-apiserver-authentication-reader in %s (docs/signature-proxy-rbac.yaml)",
 			ReaderUsername, o.Headers.Username[0], cm, requestheader.Namespace),
-		Unauthorized: fmt.Sprintf("kube-apiserver does not accept the proxy's front-proxy client certificate (--proxy-client-cert: its CA must be kube-apiserver's --requestheader-client-ca-file, its name in --requestheader-allowed-names), or does not read %s", o.Headers.Username[0]),
+		Unauthorized: fmt.Sprintf("kube-apiserver does not accept the proxy's front-proxy client certificate (--proxy-client-cert-file: its CA must be kube-apiserver's --requestheader-client-ca-file, its name in --requestheader-allowed-names), or does not read %s", o.Headers.Username[0]),
 	}), nil
 }
 

@@ -39,20 +39,20 @@ type peerproxyOptions struct {
 
 func (o *peerproxyOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with the sidecar's own credentials (Leases in --lease-namespace, discovery); its server is the local apiserver unless --apiserver is set")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with the sidecar's own credentials (Leases in --lease-namespace, discovery); its server is the local apiserver unless --apiserver is set (required)")
 	f.StringVar(&o.apiserver, "apiserver", "", "URL of the local kube-apiserver (default: the kubeconfig's server)")
 	f.StringVar(&o.listen, "listen-address", ":6444", "host:port to serve clients and peers on (TLS)")
 	f.StringVar(&o.advertise, "advertise-address", "", "host:port where peers reach this sidecar (default: --listen-address when it names a host)")
 	f.StringVar(&o.id, "id", "", "name of this sidecar's identity Lease, unique in the cluster (default: derived from the hostname)")
-	f.StringVar(&o.namespace, "lease-namespace", "kube-system", "namespace of the identity Leases")
-	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate for clients, PEM; also presented to peers unless --peer-tls-cert-file is set")
-	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM")
+	f.StringVar(&o.namespace, "lease-namespace", sidecar.DefaultNamespace, "namespace of the identity Leases, where the sidecar's user may get, list, watch, create, update and delete Leases (docs/peerproxy-rbac.yaml)")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate for clients, PEM; also presented to peers unless --peer-tls-cert-file is set (required)")
+	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM (required)")
 	f.StringVar(&o.clientCA, "client-ca-file", "", "CA that signs users' client certificates (as kube-apiserver's --client-ca-file)")
-	f.StringVar(&o.requestHeaderCA, "requestheader-client-ca-file", "", "CA that signs the proxy client certificates of peers (as kube-apiserver's flag of that name)")
+	f.StringVar(&o.requestHeaderCA, "requestheader-client-ca-file", "", "CA that signs the proxy client certificates of peers (as kube-apiserver's flag of that name) (required)")
 	f.StringSliceVar(&o.allowedNames, "requestheader-allowed-names", nil, "common names accepted from --requestheader-client-ca-file; empty accepts any")
-	f.StringVar(&o.proxyCert, "proxy-client-cert-file", "", "front-proxy client certificate presented to the local apiserver and to peers")
-	f.StringVar(&o.proxyKey, "proxy-client-key-file", "", "key of --proxy-client-cert-file")
-	f.StringVar(&o.peerCA, "peer-ca-file", "", "CA that peers' serving certificates must verify against; best a CA that signs only peer certificates")
+	f.StringVar(&o.proxyCert, "proxy-client-cert-file", "", "front-proxy client certificate presented to the local apiserver and to peers (required)")
+	f.StringVar(&o.proxyKey, "proxy-client-key-file", "", "key of --proxy-client-cert-file (required)")
+	f.StringVar(&o.peerCA, "peer-ca-file", "", "CA that peers' serving certificates must verify against; best a CA that signs only peer certificates (required)")
 	f.StringVar(&o.peerServerName, "peer-server-name", mvproxy.DefaultPeerServerName, "name peers' serving certificates must hold, whatever address their Lease names")
 	f.StringVar(&o.peerCert, "peer-tls-cert-file", "", "serving certificate presented to peers (who ask for --peer-server-name), PEM; signed by the --peer-ca-file CA")
 	f.StringVar(&o.peerKey, "peer-tls-private-key-file", "", "key of --peer-tls-cert-file")
@@ -75,14 +75,14 @@ a peer sidecar whose apiserver does; it serves the peer-aggregated /apis documen
 find each other through identity Leases in --lease-namespace. The secure setup (a peer
 CA of its own, a user and namespace of its own) is in docs/mixed-version-proxy.md; a
 static pod for kubeadm control-plane nodes is in deploy/peerproxy.`,
-		Example: `  kplug peerproxy --kubeconfig=/etc/kubernetes/peerproxy.kubeconfig \
-    --lease-namespace=kplug-peerproxy --listen-address=10.0.0.11:6444 \
+		Example: `  kplug peerproxy --kubeconfig=/etc/kubernetes/kplug-peerproxy.conf \
+    --apiserver=https://10.0.0.11:6443 --listen-address=10.0.0.11:6444 \
     --tls-cert-file=/etc/kubernetes/pki/apiserver.crt --tls-private-key-file=/etc/kubernetes/pki/apiserver.key \
     --client-ca-file=/etc/kubernetes/pki/ca.crt \
     --requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt --requestheader-allowed-names=front-proxy-client \
     --proxy-client-cert-file=/etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key-file=/etc/kubernetes/pki/front-proxy-client.key \
-    --peer-ca-file=/etc/kubernetes/pki/peer-ca.crt \
-    --peer-tls-cert-file=/etc/kubernetes/pki/peerproxy-peer.crt --peer-tls-private-key-file=/etc/kubernetes/pki/peerproxy-peer.key \
+    --peer-ca-file=/etc/kubernetes/pki/kplug/peer-ca.crt \
+    --peer-tls-cert-file=/etc/kubernetes/pki/kplug/peerproxy-peer.crt --peer-tls-private-key-file=/etc/kubernetes/pki/kplug/peerproxy-peer.key \
     --metrics-addr=127.0.0.1:9444`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
@@ -106,7 +106,11 @@ func (o *peerproxyOptions) run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return invalidConfig(sidecarFlagErrors(err))
 	}
-	return serveWithMetrics(ctx, g, o.metricsAddr, reg, s.Serve)
+	err = serveWithMetrics(ctx, g, o.metricsAddr, reg, s.Serve)
+	if lae := (*sidecar.LeaseAccessError)(nil); errors.As(err, &lae) {
+		return fmt.Errorf("peerproxy: --lease-namespace=%s: %w", o.namespace, err)
+	}
+	return err
 }
 
 // sidecarOptions reads and checks every file and flag; its errors are configuration

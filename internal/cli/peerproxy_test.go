@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
@@ -133,5 +136,80 @@ func TestPeerproxyRefusesUnsafeCertificates(t *testing.T) {
 		if code != ExitFailure || !strings.Contains(errOut, "sidecar: listening on 127.0.0.1:-1") {
 			t.Errorf("%v: code %d, stderr:\n%s", extra, code, errOut)
 		}
+	}
+}
+
+// TestServerHelpMarksRequiredFlags covers issue 32: --help of both servers marks each flag
+// they refuse to start without, as the error that lists them when none is given.
+func TestServerHelpMarksRequiredFlags(t *testing.T) {
+	t.Parallel()
+	for _, server := range []string{"peerproxy", "signature-proxy"} {
+		_, _, errOut := run(t, server)
+		var required []string
+		for _, line := range strings.Split(strings.TrimPrefix(errOut, "Error: "), "\n") {
+			if flag, ok := strings.CutSuffix(line, " is required"); ok {
+				required = append(required, flag)
+			}
+		}
+		if len(required) < 5 {
+			t.Fatalf("%s with no flags names %d required flags:\n%s", server, len(required), errOut)
+		}
+		_, help, _ := run(t, server, "--help")
+		marked := map[string]bool{}
+		for _, line := range strings.Split(help, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "--") {
+				marked[f[0]] = strings.HasSuffix(line, "(required)")
+			}
+		}
+		for flag, isMarked := range marked {
+			if isMarked != slices.Contains(required, flag) {
+				t.Errorf("%s --help: %s marked required: %v; the command requires %v", server, flag, isMarked, required)
+			}
+		}
+	}
+}
+
+// TestPeerproxyHelpMatchesTheStaticPod covers issue 32: the example of `kplug peerproxy
+// --help` named other files than deploy/peerproxy's static pod, and the flag's default
+// Lease namespace was one docs/peerproxy-rbac.yaml grants nothing in.
+func TestPeerproxyHelpMatchesTheStaticPod(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "peerproxy", "kplug-peerproxy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		t.Fatal(err)
+	}
+	_, help, _ := run(t, "peerproxy", "--help")
+	example := map[string]string{}
+	for _, f := range strings.Fields(help[strings.Index(help, "Examples:"):strings.Index(help, "Flags:")]) {
+		if k, v, ok := strings.Cut(f, "="); ok && strings.HasPrefix(k, "--") {
+			example[k] = v
+		}
+	}
+	files := 0
+	for _, a := range pod.Spec.Containers[0].Args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || !strings.HasPrefix(v, "/") {
+			continue
+		}
+		files++
+		if example[k] != v {
+			t.Errorf("--help's example has %s=%s; the static pod %s=%s", k, example[k], k, v)
+		}
+	}
+	if files < 9 {
+		t.Errorf("the static pod names %d files; the test reads its args wrong", files)
+	}
+
+	rbac, err := os.ReadFile(filepath.Join("..", "..", "docs", "peerproxy-rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(help, `namespace of the identity Leases, where the sidecar's user may get, list, watch, create, update and delete Leases (docs/peerproxy-rbac.yaml) (default "kplug-peerproxy")`) ||
+		!strings.Contains(string(rbac), "kind: Role\nmetadata:\n  name: kplug-peerproxy\n  namespace: kplug-peerproxy\n") {
+		t.Errorf("--lease-namespace's default is not the namespace of docs/peerproxy-rbac.yaml's Role:\n%s", help)
 	}
 }

@@ -31,14 +31,14 @@ type signatureProxyOptions struct {
 
 func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.config, "authentication-config", "", "AuthenticationConfiguration file whose httpSignature section configures verification (as kube-apiserver's flag of that name); reloaded when it changes")
-	f.StringVar(&o.upstream, "upstream", "", "URL of the kube-apiserver to forward authenticated requests to")
-	f.StringVar(&o.upstreamCA, "upstream-ca", "", "CA that the upstream kube-apiserver's serving certificate must verify against, PEM")
-	f.StringVar(&o.proxyCert, "proxy-client-cert", "", "front-proxy client certificate presented upstream, signed by the CA of kube-apiserver's --requestheader-client-ca-file")
-	f.StringVar(&o.proxyKey, "proxy-client-key", "", "key of --proxy-client-cert")
-	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate for clients, PEM; reloaded when it changes")
-	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:6445", "host:port to serve clients on (TLS)")
+	f.StringVar(&o.config, "authentication-config", "", "AuthenticationConfiguration file whose httpSignature section configures verification (as kube-apiserver's flag of that name); reloaded when it changes (required)")
+	f.StringVar(&o.upstream, "apiserver", "", "URL of the kube-apiserver to forward authenticated requests to (required)")
+	f.StringVar(&o.upstreamCA, "apiserver-ca-file", "", "CA that the kube-apiserver's serving certificate must verify against, PEM (required)")
+	f.StringVar(&o.proxyCert, "proxy-client-cert-file", "", "front-proxy client certificate presented to the kube-apiserver, signed by the CA of its --requestheader-client-ca-file (required)")
+	f.StringVar(&o.proxyKey, "proxy-client-key-file", "", "key of --proxy-client-cert-file (required)")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate for clients, PEM; reloaded when it changes (required)")
+	f.StringVar(&o.tlsKey, "tls-private-key-file", "", "serving key, PEM (required)")
+	f.StringVar(&o.listen, "listen-address", "127.0.0.1:6445", "host:port to serve clients on (TLS)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on at /metrics; empty disables")
 	f.IntVar(&o.maxConnections, "max-connections", verifier.DefaultMaxConnections, "client connections open at once; a quarter may be unauthenticated (the oldest of the busiest host gives way to a new one) and a quarter one user's")
 	f.IntVar(&o.maxHeaderBytes, "max-request-header-bytes", verifier.DefaultMaxHeaderBytes, "bytes of a request's header (HTTP/1.1 request line and fields, HTTP/2 header list); a signed request needs a few KiB, and each Impersonate-Group value a line")
@@ -50,6 +50,14 @@ func (o *signatureProxyOptions) AddFlags(cmd *cobra.Command) {
 	f.StringSliceVar(&o.groupHeaders, "requestheader-group-headers", d.Group, "identity headers of the groups"+rh)
 	f.StringSliceVar(&o.uidHeaders, "requestheader-uid-headers", d.UID, "identity headers of the UID"+rh)
 	f.StringSliceVar(&o.extraPrefixes, "requestheader-extra-headers-prefix", d.ExtraPrefix, "prefixes of the identity headers of extra values"+rh)
+	// The names from before both servers took kube-apiserver's (issue 32).
+	for _, a := range [][2]string{
+		{"upstream", "apiserver"}, {"upstream-ca", "apiserver-ca-file"},
+		{"proxy-client-cert", "proxy-client-cert-file"}, {"proxy-client-key", "proxy-client-key-file"},
+		{"listen", "listen-address"},
+	} {
+		deprecatedAlias(cmd, a[0], a[1])
+	}
 }
 
 func newSignatureProxyCommand(g *globals) *cobra.Command {
@@ -60,11 +68,11 @@ func newSignatureProxyCommand(g *globals) *cobra.Command {
 		Long: `signature-proxy serves clients in front of a kube-apiserver. It verifies each request's
 HTTP message signature (KEP-6308) as the httpSignature section of --authentication-config
 says (x509 authenticators), and forwards the request with the mapped user in the
-requestheader identity headers, presenting --proxy-client-cert. Identity headers
+requestheader identity headers, presenting --proxy-client-cert-file. Identity headers
 (--requestheader-*), Authorization and Proxy-Authorization sent by clients are removed.
 It forwards nothing until it has read which identity headers kube-apiserver reads from
 front proxies (ConfigMap kube-system/extension-apiserver-authentication, read as the user
-kplug-signature-proxy, which it asserts with --proxy-client-cert: bind that user to the
+kplug-signature-proxy, which it asserts with --proxy-client-cert-file: bind that user to the
 Role extension-apiserver-authentication-reader in kube-system) and found them all among
 --requestheader-*; until then it answers 503, and it exits on a name it does not remove.
 Unsigned or refused requests are answered 401. What reaches kube-apiserver is what was
@@ -75,9 +83,9 @@ X-Forwarded-For is set to the client's address; X-Real-Ip and Forwarded from cli
 removed. A body is read only once its request's certificate and signature have verified,
 within --body-read-timeout and --max-buffered-body-bytes across requests.`,
 		Example: `  kplug signature-proxy --authentication-config /etc/kplug/authn.yaml \
-    --upstream https://10.0.0.11:6443 --upstream-ca /etc/kubernetes/pki/ca.crt \
-    --proxy-client-cert /etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key /etc/kubernetes/pki/front-proxy-client.key \
-    --tls-cert-file /etc/kplug/serving.crt --tls-private-key-file /etc/kplug/serving.key --listen 0.0.0.0:6445`,
+    --apiserver https://10.0.0.11:6443 --apiserver-ca-file /etc/kubernetes/pki/ca.crt \
+    --proxy-client-cert-file /etc/kubernetes/pki/front-proxy-client.crt --proxy-client-key-file /etc/kubernetes/pki/front-proxy-client.key \
+    --tls-cert-file /etc/kplug/serving.crt --tls-private-key-file /etc/kplug/serving.key --listen-address 0.0.0.0:6445`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), g) },
 	}
@@ -107,8 +115,8 @@ func (o *signatureProxyOptions) run(ctx context.Context, g *globals) error {
 func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions, error) {
 	var errs []error
 	for _, f := range []struct{ v, flag string }{
-		{o.config, "authentication-config"}, {o.upstream, "upstream"}, {o.upstreamCA, "upstream-ca"},
-		{o.proxyCert, "proxy-client-cert"}, {o.proxyKey, "proxy-client-key"},
+		{o.config, "authentication-config"}, {o.upstream, "apiserver"}, {o.upstreamCA, "apiserver-ca-file"},
+		{o.proxyCert, "proxy-client-cert-file"}, {o.proxyKey, "proxy-client-key-file"},
 		{o.tlsCert, "tls-cert-file"}, {o.tlsKey, "tls-private-key-file"},
 	} {
 		if f.v == "" {
@@ -133,9 +141,9 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 	}
 	upstream, err := url.Parse(o.upstream)
 	if err != nil || upstream.Scheme != "https" || upstream.Host == "" {
-		errs = append(errs, fmt.Errorf("--upstream %q: want an https:// URL", o.upstream))
+		errs = append(errs, fmt.Errorf("--apiserver %q: want an https:// URL", o.upstream))
 	}
-	roots, err := loadPool(o.upstreamCA, "upstream-ca")
+	roots, err := loadPool(o.upstreamCA, "apiserver-ca-file")
 	errs = append(errs, err)
 	serving, err := sidecar.CertificateFiles(o.tlsCert, o.tlsKey, g.log)
 	if err != nil {
@@ -143,7 +151,7 @@ func (o *signatureProxyOptions) proxyOptions(g *globals) (verifier.ProxyOptions,
 	}
 	proxyCert, err := sidecar.CertificateFiles(o.proxyCert, o.proxyKey, g.log)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("--proxy-client-cert/--proxy-client-key: %w", err))
+		errs = append(errs, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return verifier.ProxyOptions{}, err

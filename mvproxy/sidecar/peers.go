@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -65,6 +67,17 @@ func (w *PeerWatcher) Run(ctx context.Context) {
 				enqueue(newObj)
 			}
 		},
+	})
+	// In the sidecar's log, not klog's: one format, and an operator reads why (a 403 is
+	// the RBAC of docs/peerproxy-rbac.yaml missing; Serve ends on it after a grace).
+	_ = leases.Informer().SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		switch {
+		case ctx.Err() != nil || errors.Is(err, io.EOF):
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.ErrUnexpectedEOF):
+			w.Logger.Debug("watch of identity leases closed", "namespace", w.Namespace, "err", err)
+		default:
+			w.Logger.Warn("watching identity leases", "namespace", w.Namespace, "err", err)
+		}
 	})
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()

@@ -80,11 +80,11 @@ func TestSidecarSendsARequestToOnePeerOnly(t *testing.T) {
 	dropper := c.startBackend(t, "dropper", discoverytest.Document("/v1/pods", "batch/v1/jobs"))
 	dropper.drop.Store(true)
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "peerproxy-dropper", Namespace: "kube-system",
+		ObjectMeta: metav1.ObjectMeta{Name: "peerproxy-dropper", Namespace: DefaultNamespace,
 			Labels: map[string]string{LeaseLabel: LeaseLabelValue}, Annotations: map[string]string{AddressAnnotation: dropper.srv.Listener.Addr().String()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("peerproxy-dropper_1")},
 	}
-	if _, err := c.client.CoordinationV1().Leases("kube-system").Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.CoordinationV1().Leases(DefaultNamespace).Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	jobs := discovery.GVR{Group: "batch", Version: "v1", Resource: "jobs"}

@@ -87,11 +87,11 @@ func (p *roguePeer) requests() []string {
 func (c *testCluster) addPeerLease(t *testing.T, name, addr string) {
 	t.Helper()
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace,
 			Labels: map[string]string{LeaseLabel: LeaseLabelValue}, Annotations: map[string]string{AddressAnnotation: addr}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_1")},
 	}
-	if _, err := c.client.CoordinationV1().Leases("kube-system").Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.CoordinationV1().Leases(DefaultNamespace).Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -565,7 +565,7 @@ func TestSecurityServeForwardsNothingUnchecked(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	leases := c.client.CoordinationV1().Leases("kube-system")
+	leases := c.client.CoordinationV1().Leases(DefaultNamespace)
 	unchecked := func(why string) {
 		t.Helper()
 		if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, notChecked) {

@@ -34,7 +34,7 @@ func TestServe(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx) }()
 
-	leases := c.client.CoordinationV1().Leases("kube-system")
+	leases := c.client.CoordinationV1().Leases(DefaultNamespace)
 	poll.Until(t, "the identity Lease with the listener's address", func() bool {
 		l, err := leases.Get(ctx, o.ID, metav1.GetOptions{})
 		return err == nil && l.Annotations[AddressAnnotation] == ln.Addr().String()

@@ -29,7 +29,10 @@ import (
 // request 503 and publishes no Lease, and retries the reading with backoff (the apiserver
 // may not be up yet, or the sidecar's user not yet allowed to read it), logging why. It
 // reads them again every RequestHeaderRefresh: a reading that fails answers 503 again
-// until one succeeds. Names that do not fit end Serve with a *RequestHeaderError.
+// until one succeeds. Names that do not fit end Serve with a *RequestHeaderError; an
+// apiserver that keeps refusing the sidecar's user the Leases of Namespace (403, for
+// some seconds: RBAC applied a moment ago may not have reached its authorizer yet) ends
+// it with a *LeaseAccessError.
 func (s *Sidecar) Serve(ctx context.Context) error {
 	ln := s.o.Listener
 	if ln == nil {
@@ -53,20 +56,35 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var refused error // written before ServeTLS returns, read after
+	var (
+		mu      sync.Mutex
+		refused error // the first refusal; written before ServeTLS returns, read after
+	)
+	refuse := func(err error) {
+		mu.Lock()
+		if refused == nil {
+			refused = err
+		}
+		mu.Unlock()
+		stop()
+	}
 	err := reverseproxy.ServeTLS(runCtx, srv, ln, s.o.ShutdownTimeout, func(ctx context.Context) {
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			if err := gate.Run(ctx); err != nil {
-				refused = err
-				stop()
+				refuse(asRequestHeaderError(err))
+			}
+		})
+		wg.Go(func() {
+			if err := s.checkLeaseAccess(ctx); err != nil {
+				refuse(err)
 			}
 		})
 		wg.Go(func() { s.run(ctx, address, gate.Opened()) })
 		wg.Wait()
 	})
 	if refused != nil {
-		return fmt.Errorf("sidecar: %w", asRequestHeaderError(refused))
+		return fmt.Errorf("sidecar: %w", refused)
 	}
 	if err != nil {
 		return fmt.Errorf("sidecar: serving: %w", err)

@@ -35,7 +35,9 @@ type Options struct {
 	// Address is the host:port where peers reach this sidecar, advertised in its Lease.
 	// Default: the address it listens on, which must then name a host.
 	Address string
-	// Namespace holds the identity Leases; default kube-system.
+	// Namespace holds the identity Leases; default DefaultNamespace. The sidecar's user
+	// must be allowed to get, list, watch, create, update and delete Leases there: Serve
+	// ends with a *LeaseAccessError when it is not.
 	Namespace string
 
 	// GetServingCertificate returns the certificate presented to clients, who verify it
@@ -88,6 +90,10 @@ type Options struct {
 	// guard bounds connections, the headers of requests in progress and responses
 	// their clients do not take; zero: reverseproxy.DefaultGuardLimits. Tests shorten it.
 	guard reverseproxy.GuardLimits
+	// leaseForbiddenGrace is how long the apiserver may keep refusing the Leases before
+	// Serve gives up (RBAC applied a moment ago takes that long to reach its
+	// authorizer); zero: 10s. Tests shorten it.
+	leaseForbiddenGrace time.Duration
 }
 
 // Sidecar is the mixed version proxy beside a stock kube-apiserver. Serve runs it.
@@ -109,8 +115,9 @@ type Sidecar struct {
 // (CertIdentifier.Validate).
 func New(o Options) (*Sidecar, error) {
 	if o.Namespace == "" {
-		o.Namespace = "kube-system"
+		o.Namespace = DefaultNamespace
 	}
+	o.leaseForbiddenGrace = orDefault(o.leaseForbiddenGrace, 10*time.Second)
 	if o.PeerServerName == "" {
 		o.PeerServerName = mvproxy.DefaultPeerServerName
 	}

@@ -433,11 +433,11 @@ func TestSidecarIgnoresBadPeers(t *testing.T) {
 	}
 	for name, addr := range leases {
 		l := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace,
 				Labels: map[string]string{LeaseLabel: LeaseLabelValue}, Annotations: map[string]string{AddressAnnotation: addr}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name + "_1")},
 		}
-		if _, err := c.client.CoordinationV1().Leases("kube-system").Create(ctx, l, metav1.CreateOptions{}); err != nil {
+		if _, err := c.client.CoordinationV1().Leases(DefaultNamespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

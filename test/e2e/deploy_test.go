@@ -125,16 +125,6 @@ func buildStatic(t *testing.T) string {
 	return out
 }
 
-// runStaticPod runs, in this process, the command line of deploy/peerproxy's static pod
-// beside apiserver i, with kubeadm's /etc/kubernetes at etc and the node's addresses
-// those of the test, until the test ends.
-func runStaticPod(t *testing.T, cp *framework.ControlPlane, i int, etc string) *sidecar {
-	t.Helper()
-	pod := readPod(t, filepath.Join(moduleRoot(t), "deploy", "peerproxy", "kplug-peerproxy.yaml"))
-	args, listen, metrics := podArgs(t, cp, i, pod, etc+"/")
-	return runInProcess(t, "the static pod's kplug peerproxy beside "+cp.Servers[i].Name, args, "https://"+listen, "http://"+metrics+"/metrics")
-}
-
 // podArgs is the pod's command line beside apiserver i, with kubeadm's /etc/kubernetes/
 // at etc and the node's addresses those of the test.
 func podArgs(t *testing.T, cp *framework.ControlPlane, i int, pod *corev1.Pod, etc string) (args []string, listen, metrics string) {

@@ -2,19 +2,16 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -272,138 +269,195 @@ func goEnv(t *testing.T) []string {
 	return env
 }
 
-// TestGettingStartedNodeIntegrator runs docs/getting-started/node-integrator.md on a
-// control plane that authorizes nodes as kubeadm's does (TestDeployImageCredentialProvider
-// checks the same pieces one by one): the node's kubeconfig, a pod bound to the node whose
-// service account names its registry identity, the deploy config with a local registry
-// and token endpoint, and the page's kplug commands and Go program, which must get the
+// cluster is `make cluster` running for a test: what it printed for a reader to paste.
+type cluster struct {
+	exports string // its export lines
+	proc    *framework.Process
+}
+
+// startCluster runs the program `make cluster` runs (hack/cluster) with this checkout's
+// kplug and kplug-exec-cache and the pinned tools, in a directory of the test's, until the
+// test ends, and returns once it has printed its export lines.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	tools, err := framework.FindBinDir()
+	if err != nil {
+		if os.Getenv(framework.RequireEnv) != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("skipping end-to-end test: %v", err)
+	}
+	bin := t.TempDir()
+	buildBinary(t, bin, "./cmd/kplug", "kplug")
+	buildBinary(t, bin, "./cmd/kplug-exec-cache", "kplug-exec-cache")
+	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
+		if err := os.Symlink(filepath.Join(tools, tool), filepath.Join(bin, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	program := buildBinary(t, t.TempDir(), "./hack/cluster", "cluster")
+	work := t.TempDir()
+	proc, err := framework.StartCommand("cluster", filepath.Join(work, "cluster.log"),
+		[]string{program, "--bin-dir", bin, "--dir", filepath.Join(work, "cluster")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proc.Stop(30 * time.Second)
+		if t.Failed() {
+			t.Logf("===== make cluster =====\n%s", proc.Tail(80))
+		}
+	})
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		log := proc.Tail(200)
+		if strings.Contains(log, "# Ctrl-C here stops the cluster") {
+			var exports []string
+			for _, line := range strings.Split(log, "\n") {
+				if strings.HasPrefix(line, "export ") {
+					exports = append(exports, line)
+				}
+			}
+			return &cluster{exports: strings.Join(exports, "\n") + "\n", proc: proc}
+		}
+		select {
+		case <-proc.Done():
+			t.Fatalf("make cluster exited: %v\n%s", proc.Err(), log)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("make cluster printed no export lines in 3 minutes:\n%s", log)
+		}
+	}
+}
+
+// after is the page run after the cluster's export lines, as a reader pastes them into
+// the terminal where they then follow the page.
+func (c *cluster) after(page docPage) docPage {
+	return docPage{path: page.path, parts: append([]string{"# the export lines make cluster printed\n" + c.exports}, page.parts...), skipped: page.skipped}
+}
+
+// value is the value of the variable name in the cluster's export lines.
+func (c *cluster) value(t *testing.T, name string) string {
+	t.Helper()
+	for _, f := range strings.Fields(c.exports) {
+		if v, ok := strings.CutPrefix(f, name+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("make cluster exports no %s:\n%s", name, c.exports)
+	return ""
+}
+
+// noGoFlags is the environment of a page's go commands without the GOFLAGS goEnv sets:
+// the machine's Go caches and proxy, as a reader's go has them, and nothing else.
+func noGoFlags(t *testing.T) []string {
+	t.Helper()
+	return slices.DeleteFunc(goEnv(t), func(v string) bool { return strings.HasPrefix(v, "GOFLAGS=") })
+}
+
+// TestGettingStartedNodeIntegrator runs docs/getting-started/node-integrator.md as a
+// reader does on `make cluster`: the export lines it printed, then every block of the
+// page, with nothing else but the published files (the deploy config and RBAC, and the
+// module) taken from this checkout. The page's kplug command and Go program must get the
 // puller's credentials through a token the apiserver issued for the pod.
 func TestGettingStartedNodeIntegrator(t *testing.T) {
 	page := readDocPage(t, "docs/getting-started/node-integrator.md")
-	cp := startNodeControlPlane(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	bin := kplugBin(t, cp)
+	c := startCluster(t)
 	deployDir := filepath.Join(moduleRoot(t), "deploy", "image-credential-provider")
-	provider := readProviderConfig(t, filepath.Join(deployDir, "credential-provider-config.yaml")).Providers[0]
-
-	admin := clientFor(t, cp, cp.Admin, 0)
-	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	mustCreate(t, admin, "team")
-	reg := startRegistry(t)
-	ref := reg.Host + "/team/app:v1"
-	reg.Push(t, ref, 512, 2)
-	annotations := map[string]string{}
-	for _, k := range provider.TokenAttributes.RequiredServiceAccountAnnotationKeys {
-		annotations[k] = "team-a"
-	}
-	createPod(ctx, t, admin, "team", "app", "puller", ref, annotations)
-	bindPod(ctx, t, admin, "team", "app", "node-1")
-	nodeCert, err := cp.PKI.ClientCA.IssueClient("node-1-kubelet", "system:node:node-1", "system:nodes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeKubeconfig := writeCertKubeconfig(t, cp, cp.Servers[0].URL, "system:node:node-1", nodeCert.CertPEM, nodeCert.KeyPEM)
-	exchange := startTokenExchange(t, admin, reg.PullerPassword)
-
-	// The node's /etc/kubernetes and plugin directory.
-	root := t.TempDir()
-	config := filepath.Join(root, "credential-provider.yaml")
-	local := readProviderConfig(t, filepath.Join(deployDir, "credential-provider-config.yaml"))
-	p := &local.Providers[0]
-	p.MatchImages = []string{reg.Host}
-	for i, a := range p.Args {
-		if strings.HasPrefix(a, "--endpoint=") {
-			p.Args[i] = "--endpoint=" + exchange.url
-		}
-	}
-	data, err := json.Marshal(local)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, config, string(data))
-	adminKubeconfig := cp.Admin.Kubeconfig
 	work := t.TempDir()
-	out := page.run(t, work, append(goEnv(t), pathWith(bin), "HOME="+work, "KUBECONFIG="+adminKubeconfig),
-		"/etc/kubernetes/credential-provider.yaml", config,
-		"/usr/libexec/kubernetes/kubelet-plugins", filepath.Join(root, "plugins"),
-		"/etc/kubernetes/kubelet.conf", nodeKubeconfig,
+	out := c.after(page).run(t, work, append(noGoFlags(t), "HOME="+work),
+		"https://raw.githubusercontent.com/kplug/kplug/main/deploy/image-credential-provider/credential-provider-config.yaml",
+		"file://"+filepath.Join(deployDir, "credential-provider-config.yaml"),
 		"https://raw.githubusercontent.com/kplug/kplug/main/deploy/image-credential-provider/rbac.yaml", filepath.Join(deployDir, "rbac.yaml"),
-		"registry.example/team/app:v1", ref,
 		"go get github.com/kplug/kplug@latest", "go mod edit -require=github.com/kplug/kplug@v0.0.0 -replace=github.com/kplug/kplug="+moduleRoot(t),
 	)
+	registry := c.value(t, "REGISTRY")
 	for _, want := range []string{
 		"valid (1 providers, config hash sha256:",
 		"clusterrole.rbac.authorization.k8s.io/kplug-image-credential-audience created",
-		fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":%q,`, reg.Host, reg.PullerPassword),
-		"\n" + reg.Host + "\n", // the Go program's one key
+		fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":"`, registry),
+		"\n" + registry + "\n", // the Go program's one key
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the page's output lacks %q:\n%s", want, out)
 		}
 	}
-	// kplug and the Go program each exchanged a pod-bound token of the pod's service account.
-	calls := exchange.Calls()
-	if len(calls) != 2 || calls[0].User != "system:serviceaccount:team:puller" || calls[1].User != calls[0].User {
-		t.Errorf("token exchanges: %+v", calls)
-	}
 }
 
-// TestGettingStartedClusterOperator runs docs/getting-started/cluster-operator.md with
-// two apiservers that serve different versions (the second without batch/v1, as during
-// an upgrade): the page makes the peer CA and certificate with openssl and applies the
-// RBAC; the test then runs the static pod's command line beside each apiserver with
-// those files (the page's kubelet would); and the page's checks through the sidecar of
-// the server without batch/v1 must list jobs and show a rerouted request.
+// TestGettingStartedClusterOperator runs docs/getting-started/cluster-operator.md as a
+// reader does on `make cluster` (as root: two apiservers, the second without batch/v1):
+// the export lines, then every block of the page (the peer CA and certificates and the
+// sidecar's kubeconfig with openssl, the RBAC, the static pod's command line beside each
+// apiserver, the checks through the sidecar of the server without batch/v1), with only
+// the published RBAC file taken from this checkout. The sidecars run without
+// --lease-namespace: its default must be the RBAC's namespace.
 func TestGettingStartedClusterOperator(t *testing.T) {
 	page := readDocPage(t, "docs/getting-started/cluster-operator.md")
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Fatalf("the page needs openssl: %v", err)
 	}
-	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{
-		{}, {Flags: []string{"--runtime-config=batch/v1=false"}},
-	}})
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	if out, err := cp.Kubectl(ctx, cp.Admin, "create", "job", "upgrade-check", "--image=registry.example/none").CombinedOutput(); err != nil {
-		t.Fatalf("kubectl create job: %v\n%s", err, out)
+	if os.Geteuid() != 0 {
+		if os.Getenv(framework.RequireEnv) != "" {
+			t.Fatal("the page needs root (two apiservers, files of group 65532)")
+		}
+		t.Skip("the page needs root (two apiservers, files of group 65532)")
 	}
-	bin := kplugBin(t, cp)
-	etc := filepath.Join(t.TempDir(), "etc", "kubernetes")
+	checkPageRunsThePod(t, page)
+	c := startCluster(t)
 	work := t.TempDir()
-	env := []string{pathWith(bin), "HOME=" + work, "KUBECONFIG=" + cp.Admin.Kubeconfig}
-	setup, checks := page.splitAt(t, "kubectl --server")
-	kubeadmFiles(t, cp, etc) // the node's, and the kubeconfig the page makes with kubeadm
-	setup.run(t, work, env,
-		"/etc/kubernetes/", etc+"/",
+	script := c.after(page).replaced(t,
 		"https://raw.githubusercontent.com/kplug/kplug/main/docs/peerproxy-rbac.yaml", filepath.Join(moduleRoot(t), "docs", "peerproxy-rbac.yaml"))
+	// In a process group of its own: the page's sidecars run in the background until its
+	// last block stops them, or, if the page fails before it, until the test does.
+	proc, err := framework.StartCommand("cluster-operator.md", filepath.Join(work, "page.log"),
+		[]string{"bash", "-c", "cd " + work + "\nset -euo pipefail -x\n" + script}, append(os.Environ(), "HOME="+work))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Stop(10 * time.Second) })
+	select {
+	case <-proc.Done():
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the page did not finish in 5 minutes:\n%s", proc.Tail(100))
+	}
+	data, _ := os.ReadFile(proc.LogPath())
+	out := string(data)
+	if err := proc.Err(); err != nil {
+		t.Fatalf("running %s: %v\n%s", page.path, err, out)
+	}
+	etc := c.value(t, "KUBERNETES_DIR")
 	for _, f := range []string{"pki/apiserver.key", "pki/front-proxy-client.key", "pki/kplug/peerproxy-peer.key", "kplug-peerproxy.conf"} {
 		if st, err := os.Stat(filepath.Join(etc, f)); err != nil || st.Mode().Perm() != 0o640 || fileGroup(t, filepath.Join(etc, f)) != 65532 {
 			t.Errorf("after the page's steps, %s is not readable by group 65532 alone: %v", f, err)
 		}
 	}
-	var sides []*sidecar
-	for i := range cp.Servers {
-		sides = append(sides, runStaticPod(t, cp, i, etc))
-	}
-	// The sidecar of apiserver-1 knows its peer once it has read the peer's Lease.
-	admin := userClient(t, cp, cp.Admin)
-	eventually(ctx, t, "jobs through the sidecar of the server without batch/v1", func() error {
-		return expectStatus(ctx, admin, sides[1].URL+jobsPath, nil, http.StatusOK)
-	})
-	out := checks.run(t, work, env,
-		"https://10.0.0.11:6444", sides[1].URL,
-		"http://127.0.0.1:9444/metrics", sides[1].Metrics)
 	for _, want := range []string{
+		"\nyes\n", // kubectl auth can-i create leases, as the sidecars' user
 		"get --raw /readyz\nok",
-		"default     upgrade-check",
 		"jobs                    batch/v1",
 		`apiserver_rerouted_request_total{code="200",group="batch",resource="jobs",version="v1"}`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the page's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// checkPageRunsThePod checks that the page's command line for make cluster is the static
+// pod's: each flag of deploy/peerproxy's pod that names a file of kubeadm's /etc/kubernetes
+// names the same file of $KUBERNETES_DIR on the page.
+func checkPageRunsThePod(t *testing.T, page docPage) {
+	t.Helper()
+	pod := readPod(t, filepath.Join(moduleRoot(t), "deploy", "peerproxy", "kplug-peerproxy.yaml"))
+	script := page.script()
+	for _, a := range pod.Spec.Containers[0].Args {
+		flag, file, ok := strings.Cut(a, "=/etc/kubernetes/")
+		if !ok {
+			continue
+		}
+		if want := flag + `="$KUBERNETES_DIR/` + file + `"`; !strings.Contains(script, want) {
+			t.Errorf("the page runs the static pod without %s", want)
 		}
 	}
 }

@@ -170,9 +170,9 @@ func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
 	p := cp.PKI
 	grantSignatureProxy(t, cp)
 	var logs testlog.Buffer
-	cmd := exec.Command(kplug, "signature-proxy", "--authentication-config="+config, "--upstream="+cp.Servers[0].URL, "--upstream-ca="+p.ClusterCA.File,
-		"--proxy-client-cert="+p.ProxyClient.CertFile, "--proxy-client-key="+p.ProxyClient.KeyFile,
-		"--tls-cert-file="+p.Serving.CertFile, "--tls-private-key-file="+p.Serving.KeyFile, "--listen="+addr)
+	cmd := exec.Command(kplug, "signature-proxy", "--authentication-config="+config, "--apiserver="+cp.Servers[0].URL, "--apiserver-ca-file="+p.ClusterCA.File,
+		"--proxy-client-cert-file="+p.ProxyClient.CertFile, "--proxy-client-key-file="+p.ProxyClient.KeyFile,
+		"--tls-cert-file="+p.Serving.CertFile, "--tls-private-key-file="+p.Serving.KeyFile, "--listen-address="+addr)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -101,10 +101,10 @@ func startSignatureProxyConfig(t *testing.T, cp *framework.ControlPlane, authn s
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := cp.PKI
 	s := runInProcess(t, "signature-proxy", append([]string{"signature-proxy", "-v=4",
-		"--authentication-config=" + config, "--upstream=" + cp.Servers[0].URL, "--upstream-ca=" + p.ClusterCA.File,
-		"--proxy-client-cert=" + p.ProxyClient.CertFile, "--proxy-client-key=" + p.ProxyClient.KeyFile,
+		"--authentication-config=" + config, "--apiserver=" + cp.Servers[0].URL, "--apiserver-ca-file=" + p.ClusterCA.File,
+		"--proxy-client-cert-file=" + p.ProxyClient.CertFile, "--proxy-client-key-file=" + p.ProxyClient.KeyFile,
 		"--tls-cert-file=" + p.Serving.CertFile, "--tls-private-key-file=" + p.Serving.KeyFile,
-		"--listen=" + addr, "--metrics-addr=" + metricsAddr,
+		"--listen-address=" + addr, "--metrics-addr=" + metricsAddr,
 	}, flags...), "https://"+addr, "http://"+metricsAddr+"/metrics")
 	poll.Until(t, "signature-proxy to listen", func() bool {
 		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)

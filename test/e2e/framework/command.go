@@ -15,15 +15,25 @@ type Process struct {
 // StartProcess starts argv as name, with env as its environment (nil: the test process's),
 // and returns at once; the test waits for whatever readiness it needs.
 func (cp *ControlPlane) StartProcess(name string, argv, env []string) (*Process, error) {
-	proc, err := startProcessEnv(name, filepath.Join(cp.Dir, name+".log"), argv, env)
+	p, err := StartCommand(name, filepath.Join(cp.Dir, name+".log"), argv, env)
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{proc: proc}
 	cp.mu.Lock()
 	cp.processes = append(cp.processes, p)
 	cp.mu.Unlock()
 	return p, nil
+}
+
+// StartCommand starts argv as name in a process group of its own, its output in
+// logPath, with env as its environment (nil: the test process's), outside any control
+// plane: the caller stops it. It returns at once.
+func StartCommand(name, logPath string, argv, env []string) (*Process, error) {
+	proc, err := startProcessEnv(name, logPath, argv, env)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{proc: proc}, nil
 }
 
 // Stop sends SIGTERM, then SIGKILL after grace, and waits until the process is reaped.

@@ -22,6 +22,9 @@ type Options struct {
 	BinDir string
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)
+	// OneCA makes the cluster CA sign client certificates too (PKI.ClientCA is
+	// PKI.ClusterCA), as kubeadm's ca.crt does: for a cluster laid out as kubeadm's.
+	OneCA bool
 }
 
 // ControlPlane is etcd plus one or more kube-apiservers on loopback, with generated PKI and
@@ -56,14 +59,14 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if cp.logf == nil {
 		cp.logf = func(string, ...any) {}
 	}
-	if err := cp.start(ctx, o.Servers); err != nil {
+	if err := cp.start(ctx, o.Servers, o.OneCA); err != nil {
 		cp.Stop()
 		return nil, err
 	}
 	return cp, nil
 }
 
-func (cp *ControlPlane) start(ctx context.Context, servers []ServerOptions) error {
+func (cp *ControlPlane) start(ctx context.Context, servers []ServerOptions, oneCA bool) error {
 	var err error
 	if cp.BinDir == "" {
 		if cp.BinDir, err = FindBinDir(); err != nil {
@@ -85,7 +88,7 @@ func (cp *ControlPlane) start(ctx context.Context, servers []ServerOptions) erro
 	}
 
 	start := time.Now()
-	if cp.PKI, err = newPKI(filepath.Join(cp.Dir, "pki")); err != nil {
+	if cp.PKI, err = newPKI(filepath.Join(cp.Dir, "pki"), oneCA); err != nil {
 		return fmt.Errorf("generating PKI: %w", err)
 	}
 	if err := cp.createUsers(); err != nil {

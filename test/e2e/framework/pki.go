@@ -42,15 +42,19 @@ const FrontProxyClientName = "front-proxy-client"
 // KubeletClientName is the CN of the apiservers' client certificate to kubelets.
 const KubeletClientName = "kube-apiserver-kubelet-client"
 
-// newPKI generates all keys and certificates into dir (created 0700; keys 0600).
-func newPKI(dir string) (*PKI, error) {
+// newPKI generates all keys and certificates into dir (created 0700; keys 0600). With
+// oneCA, the cluster CA is the client CA too, as kubeadm's ca.crt.
+func newPKI(dir string, oneCA bool) (*PKI, error) {
 	p := &PKI{Dir: dir}
 	var err error
 	if p.ClusterCA, err = p.NewCA("cluster-ca", "kplug-e2e cluster CA"); err != nil {
 		return nil, err
 	}
-	if p.ClientCA, err = p.NewCA("client-ca", "kplug-e2e client CA"); err != nil {
-		return nil, err
+	p.ClientCA = p.ClusterCA
+	if !oneCA {
+		if p.ClientCA, err = p.NewCA("client-ca", "kplug-e2e client CA"); err != nil {
+			return nil, err
+		}
 	}
 	if p.FrontProxyCA, err = p.NewCA("front-proxy-ca", "kplug-e2e front-proxy CA"); err != nil {
 		return nil, err
