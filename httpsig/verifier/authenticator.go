@@ -39,7 +39,7 @@ const (
 // Reasons of kplug_httpsig_unclaimed_signatures_total beside httpsig's outcomes (a
 // signature refused before an authenticator was selected counts under its outcome).
 const (
-	// NotCertificate: the keyid is not a certificate keyid; kplug has no resolver.
+	// NotCertificate: the keyid is not a certificate keyid, and no resolver claims it.
 	NotCertificate httpsig.Outcome = "not_certificate"
 	// NoAuthorityKeyID: the leaf has no authority key identifier to select an anchor by.
 	NoAuthorityKeyID httpsig.Outcome = "no_authority_key_id"

@@ -67,7 +67,7 @@ func newSignatureProxyCommand(g *globals) *cobra.Command {
 		Short: "Front proxy that verifies KEP-6308 HTTP message signatures for a kube-apiserver without the feature",
 		Long: `signature-proxy serves clients in front of a kube-apiserver. It verifies each request's
 HTTP message signature (KEP-6308) as the httpSignature section of --authentication-config
-says (x509 authenticators), and forwards the request with the mapped user in the
+says (x509 and resolver authenticators), and forwards the request with the mapped user in the
 requestheader identity headers, presenting --proxy-client-cert-file. Identity headers
 (--requestheader-*), Authorization and Proxy-Authorization sent by clients are removed.
 It forwards nothing until it has read which identity headers kube-apiserver reads from
@@ -75,7 +75,8 @@ front proxies (ConfigMap kube-system/extension-apiserver-authentication, read as
 kplug-signature-proxy, which it asserts with --proxy-client-cert-file: bind that user to the
 Role extension-apiserver-authentication-reader in kube-system) and found them all among
 --requestheader-*; until then it answers 503, and it exits on a name it does not remove.
-Unsigned or refused requests are answered 401. What reaches kube-apiserver is what was
+Unsigned or refused requests are answered 401, and requests a resolver cannot answer for
+503 with Retry-After. What reaches kube-apiserver is what was
 verified: a Connection header naming anything but close, keep-alive and upgrade, an
 Impersonate-* value with a comma (or a second Impersonate-User or -Uid line), declared
 trailers, or a signed field that forwarding would drop or rewrite, is answered 400.
