@@ -62,11 +62,15 @@ type Process struct {
 	// ExecInfo is the value of KUBERNETES_EXEC_INFO (execcred.InfoEnv).
 	ExecInfo string
 	// DaemonArgs, if not nil, make this process a launcher: it checks the options, starts
-	// os.Executable() with DaemonArgs in a session of its own (its stderr going to
+	// DaemonPath (or os.Executable()) with DaemonArgs in a session of its own (its stderr going to
 	// <lockFilePath>.log), hands it Args, relays its answer and exits, leaving it serving.
 	// DaemonArgs are all the daemon's command line shows: never a secret. Without
 	// DaemonArgs the plugin is its own proxy: it answers, closes Stdout and serves.
 	DaemonArgs []string
+	// DaemonPath is the program started as the daemon; empty is os.Executable(). The
+	// caller has checked it is the program it means (kplug starts a smaller build of its
+	// proxy-plugin found beside it, once its build matches kplug's own).
+	DaemonPath string
 	// Daemon says this process is a daemon that a launcher started with DaemonArgs: it
 	// reads Args from Stdin, then serves.
 	Daemon bool
