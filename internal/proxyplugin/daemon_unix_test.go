@@ -4,6 +4,7 @@ package proxyplugin
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -24,8 +25,8 @@ func TestSmallDaemonBeside(t *testing.T) {
 	// new directory, and returns kplug's path.
 	install := func(t *testing.T, src string, mode os.FileMode) string {
 		t.Helper()
-		dir := filepath.Join(t.TempDir(), "bin")
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		dir := filepath.Join(t.TempDir(), "top", "bin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		kplug := filepath.Join(dir, "kplug")
@@ -35,13 +36,18 @@ func TestSmallDaemonBeside(t *testing.T) {
 		}
 		return kplug
 	}
-	t.Run("the same build, installed like kplug", func(t *testing.T) {
-		kplug := install(t, self, 0o755)
-		got, err := smallDaemonBeside(kplug)
-		if want := filepath.Join(filepath.Dir(kplug), DaemonProgram); err != nil || got != want {
-			t.Errorf("smallDaemonBeside = %q, %v; want %q", got, err, want)
-		}
-	})
+	for _, dirMode := range []os.FileMode{0o755, 0o777 | os.ModeSticky} {
+		t.Run(fmt.Sprintf("the same build, installed like kplug, in a directory %v", dirMode), func(t *testing.T) {
+			kplug := install(t, self, 0o755)
+			if err := os.Chmod(filepath.Dir(kplug), dirMode); err != nil {
+				t.Fatal(err)
+			}
+			got, err := smallDaemonBeside(kplug)
+			if want := filepath.Join(filepath.Dir(kplug), DaemonProgram); err != nil || got != want {
+				t.Errorf("smallDaemonBeside = %q, %v; want %q", got, err, want)
+			}
+		})
+	}
 	notGo := filepath.Join(t.TempDir(), "script")
 	if err := os.WriteFile(notGo, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -67,6 +73,19 @@ func TestSmallDaemonBeside(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, wantErr: "is owned by uid 12345"},
+		{name: "a parent directory writable by others", src: self, dirMode: 0o755, mode: 0o755, prepare: func(t *testing.T, daemon string) {
+			if err := os.Chmod(filepath.Dir(filepath.Dir(daemon)), 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "top is writable by other users (mode -rwxrwxrwx), so kplug-proxy-plugin could be replaced"},
+		{name: "a parent directory of another owner", src: self, dirMode: 0o755, mode: 0o755, prepare: func(t *testing.T, daemon string) {
+			if os.Geteuid() != 0 {
+				t.Skip("changing a directory's owner needs root")
+			}
+			if err := os.Chown(filepath.Dir(filepath.Dir(daemon)), 12345, -1); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "top is owned by uid 12345, neither root nor kplug's owner"},
 		{name: "a link", dirMode: 0o755, prepare: func(t *testing.T, daemon string) {
 			if err := os.Symlink(self, daemon); err != nil {
 				t.Fatal(err)
