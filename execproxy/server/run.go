@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -135,6 +136,9 @@ func Run(ctx context.Context, f Func, p Process) error {
 		return launch(ctx, p, req.Info.LockFilePath)
 	}
 	defer stop()
+	if p.Daemon {
+		daemonGC()
+	}
 	var so Options
 	if o != nil {
 		so = *o
@@ -160,6 +164,16 @@ func Run(ctx context.Context, f Func, p Process) error {
 		}
 	}
 	return Serve(ctx, so)
+}
+
+// daemonGC has a daemon's garbage collector collect when its heap grows by half its live
+// part rather than by all of it (GOGC 50), unless GOGC is set. A proxy daemon lives as
+// long as its client, one per client, and uses a few hundredths of a core under load: its
+// memory is what to save (docs/reliability.md).
+func daemonGC() {
+	if _, set := os.LookupEnv("GOGC"); !set { //nolint:forbidigo // the runtime's own variable: the user's setting wins
+		debug.SetGCPercent(50)
+	}
 }
 
 // readRequest parses KUBERNETES_EXEC_INFO: the ExecCredential input, and the exec proxy's
