@@ -30,17 +30,18 @@ deps: ## Install the Debian packages the tests need (SoftHSM2, swtpm, ...); not 
 	hack/deps.sh
 
 .PHONY: build
-build: ## Build kplug and kplug-exec-cache into _output/bin
+build: ## Build kplug, kplug-exec-cache and kplug-proxy-plugin into _output/bin
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug ./cmd/kplug
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug-exec-cache ./cmd/kplug-exec-cache
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kplug-proxy-plugin ./cmd/kplug-proxy-plugin
 
-# Where make install puts kplug and kplug-exec-cache: $(PREFIX)/bin when PREFIX is given
+# Where make install puts kplug, kplug-exec-cache and kplug-proxy-plugin: $(PREFIX)/bin when PREFIX is given
 # (make install PREFIX=/usr/local, which needs root), else where go install puts programs
 # ($GOBIN, or the first GOPATH entry's bin, ~/go/bin by default): a directory of the user's.
 INSTALL_DIR = $(if $(PREFIX),$(PREFIX)/bin,$(shell d=$$($(GO) env GOBIN); p=$$($(GO) env GOPATH); echo "$${d:-$${p%%:*}/bin}"))
 
 .PHONY: install
-install: build ## Put kplug and kplug-exec-cache on PATH: in $GOBIN or ~/go/bin, or with PREFIX=/usr/local in /usr/local/bin (says how to add the directory to PATH when it is not there)
+install: build ## Put kplug, kplug-exec-cache and kplug-proxy-plugin on PATH: in $GOBIN or ~/go/bin, or with PREFIX=/usr/local in /usr/local/bin (says how to add the directory to PATH when it is not there)
 	@hack/install.sh '$(INSTALL_DIR)' $(BIN)
 
 .PHONY: test
@@ -115,4 +116,4 @@ demo-notice:
 
 .PHONY: clean
 clean: ## Remove kplug build output (keeps the slow-to-build tools)
-	rm -f $(BIN)/kplug $(BIN)/kplug-exec-cache
+	rm -f $(BIN)/kplug $(BIN)/kplug-exec-cache $(BIN)/kplug-proxy-plugin

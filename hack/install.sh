@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# hack/install.sh DIR BUILD_DIR: what `make install` runs. Copies kplug and
-# kplug-exec-cache from BUILD_DIR into DIR (created if missing), then checks that a shell
+# hack/install.sh DIR BUILD_DIR: what `make install` runs. Copies kplug, kplug-exec-cache
+# and kplug-proxy-plugin from BUILD_DIR into DIR (created if missing), then checks that a shell
 # finds them there: when DIR is not on PATH, or another kplug comes first, it prints the one
 # line that fixes it. It never edits a shell profile: where PATH is set is the user's choice.
 set -euo pipefail
@@ -9,8 +9,8 @@ dir=$1 build=$2
 install -d "$dir"
 # install(1) replaces each file (a new inode), so a kplug-exec-cache that kubectl is
 # running keeps its old text: no "text file busy".
-install -m 0755 "$build/kplug" "$build/kplug-exec-cache" "$dir/"
-echo "installed kplug and kplug-exec-cache in $dir"
+install -m 0755 "$build/kplug" "$build/kplug-exec-cache" "$build/kplug-proxy-plugin" "$dir/"
+echo "installed kplug, kplug-exec-cache and kplug-proxy-plugin in $dir"
 
 found=$(command -v kplug || true)
 case ":$PATH:" in

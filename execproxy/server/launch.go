@@ -22,14 +22,17 @@ const answerTimeout = 30 * time.Second
 // maxAnswer bounds the answer a launcher relays (it holds about 3 KiB).
 const maxAnswer = 1 << 20
 
-// launch starts this executable again as a detached daemon (p.DaemonArgs), hands it
-// p.Args on stdin, waits for its answer and writes it to p.Stdout. The daemon's log goes
-// beside the client's lock file, once that directory is known to be the user's own and
-// closed to other users' writes, and never through a link.
+// launch starts p.DaemonPath, or this executable again, as a detached daemon
+// (p.DaemonArgs), hands it p.Args on stdin, waits for its answer and writes it to
+// p.Stdout. The daemon's log goes beside the client's lock file, once that directory is
+// known to be the user's own and closed to other users' writes, and never through a link.
 func launch(ctx context.Context, p Process, lockFile string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
+	self := p.DaemonPath
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return err
+		}
 	}
 	if err := privdir.Verify(filepath.Dir(lockFile)); err != nil {
 		return fmt.Errorf("exec proxy: spec.lockFilePath %s: %w; the client must keep its lock file in a directory of its own that other users cannot write to", lockFile, err)
@@ -41,7 +44,7 @@ func launch(ctx context.Context, p Process, lockFile string) error {
 	defer logFile.Close()
 	// The daemon outlives this launcher by design, so no context may kill it. Its
 	// arguments, secrets among them, reach it on stdin, not on its command line.
-	cmd := exec.Command(self, p.DaemonArgs...) //nolint:gosec,noctx // ourselves, detached
+	cmd := exec.Command(self, p.DaemonArgs...) //nolint:gosec,noctx // ourselves or our checked build, detached
 	cmd.Stderr = logFile
 	detach(cmd)
 	stdin, err := cmd.StdinPipe()

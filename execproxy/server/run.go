@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -62,11 +63,15 @@ type Process struct {
 	// ExecInfo is the value of KUBERNETES_EXEC_INFO (execcred.InfoEnv).
 	ExecInfo string
 	// DaemonArgs, if not nil, make this process a launcher: it checks the options, starts
-	// os.Executable() with DaemonArgs in a session of its own (its stderr going to
+	// DaemonPath (or os.Executable()) with DaemonArgs in a session of its own (its stderr going to
 	// <lockFilePath>.log), hands it Args, relays its answer and exits, leaving it serving.
 	// DaemonArgs are all the daemon's command line shows: never a secret. Without
 	// DaemonArgs the plugin is its own proxy: it answers, closes Stdout and serves.
 	DaemonArgs []string
+	// DaemonPath is the program started as the daemon; empty is os.Executable(). The
+	// caller has checked it is the program it means (kplug starts a smaller build of its
+	// proxy-plugin found beside it, once its build matches kplug's own).
+	DaemonPath string
 	// Daemon says this process is a daemon that a launcher started with DaemonArgs: it
 	// reads Args from Stdin, then serves.
 	Daemon bool
@@ -131,6 +136,9 @@ func Run(ctx context.Context, f Func, p Process) error {
 		return launch(ctx, p, req.Info.LockFilePath)
 	}
 	defer stop()
+	if p.Daemon {
+		daemonGC()
+	}
 	var so Options
 	if o != nil {
 		so = *o
@@ -156,6 +164,16 @@ func Run(ctx context.Context, f Func, p Process) error {
 		}
 	}
 	return Serve(ctx, so)
+}
+
+// daemonGC has a daemon's garbage collector collect when its heap grows by half its live
+// part rather than by all of it (GOGC 50), unless GOGC is set. A proxy daemon lives as
+// long as its client, one per client, and uses a few hundredths of a core under load: its
+// memory is what to save (docs/reliability.md).
+func daemonGC() {
+	if _, set := os.LookupEnv("GOGC"); !set { //nolint:forbidigo // the runtime's own variable: the user's setting wins
+		debug.SetGCPercent(50)
+	}
 }
 
 // readRequest parses KUBERNETES_EXEC_INFO: the ExecCredential input, and the exec proxy's

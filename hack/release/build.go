@@ -54,9 +54,10 @@ type options struct {
 	environ                    []string // the builder's environment, os.Environ(): read, never passed on whole
 }
 
-// programs are the binaries every archive holds: kplug, and exec-cache as a program of
-// its own for kubeconfigs where a warm hit's cost matters.
-var programs = []string{"kplug", "kplug-exec-cache"}
+// programs are the binaries every archive holds: kplug; exec-cache as a program of its
+// own for kubeconfigs where a warm hit's cost matters; and proxy-plugin as a program of
+// its own, which kplug starts as the exec proxy's daemon (half kplug's memory).
+var programs = []string{"kplug", "kplug-exec-cache", "kplug-proxy-plugin"}
 
 // docs are copied from the checkout into every archive and the image.
 var docs = []string{"LICENSE", "README.md"}
@@ -211,7 +212,7 @@ func archiveName(version string, p platform) string {
 
 // builtProgram is a program built for a platform, as its build information says.
 type builtProgram struct {
-	name     string   // kplug, kplug-exec-cache
+	name     string   // kplug, kplug-exec-cache, kplug-proxy-plugin
 	executed []string // the go command's arguments, with the output's file name
 	info     *buildinfo.BuildInfo
 }

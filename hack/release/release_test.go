@@ -24,7 +24,8 @@ func stage(t *testing.T, p platform) string {
 	dir := t.TempDir()
 	for name, content := range map[string]string{
 		p.exe("kplug"): "kplug binary", p.exe("kplug-exec-cache"): "exec-cache binary",
-		"LICENSE": "Apache License", "README.md": "# kplug",
+		p.exe("kplug-proxy-plugin"): "proxy-plugin binary",
+		"LICENSE":                   "Apache License", "README.md": "# kplug",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -76,6 +77,7 @@ func TestArchiveLayout(t *testing.T) {
 		{"README.md", 0o644, 0, epoch, "# kplug"},
 		{"kplug", 0o755, 0, epoch, "kplug binary"},
 		{"kplug-exec-cache", 0o755, 0, epoch, "exec-cache binary"},
+		{"kplug-proxy-plugin", 0o755, 0, epoch, "proxy-plugin binary"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tar.gz entries (-want +got):\n%s", diff)
@@ -104,6 +106,7 @@ func TestArchiveLayout(t *testing.T) {
 		{"LICENSE", 0o644, 0, epoch, "Apache License"},
 		{"README.md", 0o644, 0, epoch, "# kplug"},
 		{"kplug-exec-cache.exe", 0o755, 0, epoch, "exec-cache binary"},
+		{"kplug-proxy-plugin.exe", 0o755, 0, epoch, "proxy-plugin binary"},
 		{"kplug.exe", 0o755, 0, epoch, "kplug binary"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

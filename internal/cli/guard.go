@@ -1,152 +1,24 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-
 	"github.com/kplug/kplug/execcred/kuberc"
-	"github.com/kplug/kplug/internal/execcache"
+	"github.com/kplug/kplug/internal/proxyplugin"
 	"github.com/kplug/kplug/keys"
 )
 
-// pluginGuard is the credential plugin policy of the client that runs kplug as its exec
-// plugin, over code that kplug's arguments and environment (the exec block's) name
-// besides kplug itself: a PKCS#11 module is loaded into kplug, an AWS credential_process
-// is run. kubectl checked only `kplug` (issue 27, N1 review). Run by a person, nothing is
-// guarded.
-func pluginGuard(g *globals) (*execcache.Guard, error) {
-	guard, err := execcache.NewGuard(execcache.Process{
-		Environ:     os.Environ(),
-		Caller:      callerOf(os.Getppid()),
-		Log:         g.log,
-		AccountHome: execcache.AccountHome(),
-	})
-	if err != nil {
-		var usage *execcache.UsageError
-		if errors.As(err, &usage) {
-			err = usage.Err
-		}
-		return nil, invalidConfig(fmt.Errorf("proxy-plugin: %w", err))
-	}
-	return guard, nil
-}
-
-// guardedKeyOptions are keyOptions for the key uri names, once the PKCS#11 module it would
-// load (module-path= or $KPLUG_PKCS11_MODULE) has passed the client's policy: under a
-// policy that restricts plugins, the module must be given by its absolute path and be on
-// the allowlist, like a plugin.
-//
-// Under such a policy the key URI is the exec block's, not the user's, so a tpm: URI may
-// not choose the TPM (device=) nor the file whose content goes to it as the auth value
-// (pin-source=), and $KPLUG_TPM_DEVICE, $KPLUG_TPM_PIN and $KPLUG_PKCS11_PIN must be the
-// client's (issue 30 review, F1; second review, N1).
-func guardedKeyOptions(guard *execcache.Guard, flag, uri string) (keys.Options, error) {
-	ko := keyOptions()
-	if guard == nil || !guard.Restricts() {
-		return ko, nil
-	}
-	if err := refuseTPMQuery(uri, "a credential plugin policy restricts what an exec block chooses"); err != nil {
-		return ko, invalidConfig(fmt.Errorf("%s: %w", flag, err))
-	}
-	// The TPM a key's auth value goes to, and the PINs sent to a TPM or token, where each
-	// wrong one counts towards locking out every key there (issue 30 second review, N1).
-	for _, env := range []struct{ name, value, why string }{
-		{tpmDeviceEnv, ko.TPMDevice, "the TPM receives the key's auth value"},
-		{tpmPINEnv, ko.TPMPIN, "a wrong auth value counts towards the TPM's lockout of all its keys"},
-		{pkcs11PINEnv, ko.PIN, "a wrong PIN counts towards the token's lockout"},
-	} {
-		if env.value == "" {
-			continue
-		}
-		if client, known := guard.ClientEnv(env.name); !known || client != env.value {
-			return ko, invalidConfig(fmt.Errorf("%s: $%s is set by the exec block, not by the client that runs kplug: a credential plugin policy restricts what an exec block chooses, and %s; set it in your own environment", flag, env.name, env.why))
-		}
-	}
-	if !strings.HasPrefix(strings.ToLower(uri), "pkcs11:") {
-		return ko, nil
-	}
-	u, err := keys.ParsePKCS11URI("pkcs11:" + uri[len("pkcs11:"):])
-	if err != nil {
-		return ko, invalidConfig(fmt.Errorf("%s: %w", flag, err))
-	}
-	module, from := u.ModulePath, "module-path"
-	if module == "" {
-		module, from = ko.PKCS11Module, "$"+pkcs11ModuleEnv
-	}
-	if module == "" {
-		return ko, nil // OpenKey says what is missing
-	}
-	if !filepath.IsAbs(module) {
-		return ko, invalidConfig(fmt.Errorf("%s: the PKCS#11 module %q (%s) is not an absolute path: a credential plugin policy restricts which code runs, so give the module's absolute path, and list it in credentialPluginAllowlist", flag, module, from))
-	}
-	if _, err := guard.Check("the PKCS#11 module "+module, module); err != nil {
-		return ko, invalidConfig(fmt.Errorf("%s: %w", flag, err))
-	}
-	return ko, nil
-}
-
-// guardedAWSFiles are the AWS configuration and credentials files of the user, not of the
-// exec block, when a policy restricts plugins: a credential_process in the AWS
-// configuration runs a program, and AWS_CONFIG_FILE (or HOME) in the exec block would
-// choose it. They are the client's AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE, or
-// .aws/config and .aws/credentials in its HOME; with the client unknown, those of the
-// account's home. Nil options when nothing restricts plugins.
-func guardedAWSFiles(guard *execcache.Guard) ([]func(*awsconfig.LoadOptions) error, error) {
-	if guard == nil || !guard.Restricts() {
-		return nil, nil
-	}
-	home, known := guard.ClientEnv("HOME")
-	configFile, _ := guard.ClientEnv("AWS_CONFIG_FILE")
-	credentialsFile, _ := guard.ClientEnv("AWS_SHARED_CREDENTIALS_FILE")
-	if !known {
-		home = guard.AccountHome()
-	}
-	if home == "" && (configFile == "" || credentialsFile == "") {
-		return nil, invalidConfig(errors.New("sigv4: a credential plugin policy restricts which code runs, and neither the client's environment nor the account's home directory is known, so kplug cannot tell which AWS configuration (whose credential_process would run) is yours"))
-	}
-	if configFile == "" {
-		configFile = filepath.Join(home, ".aws", "config")
-	}
-	if credentialsFile == "" {
-		credentialsFile = filepath.Join(home, ".aws", "credentials")
-	}
-	return []func(*awsconfig.LoadOptions) error{
-		awsconfig.WithSharedConfigFiles([]string{configFile}),
-		awsconfig.WithSharedCredentialsFiles([]string{credentialsFile}),
-	}, nil
-}
-
-// refuseTPMQuery refuses a tpm: URI with device= or pin-source=, which choose where the
-// key's auth value is read from and sent to, when the URI is not the user's own (why says
-// whose it is): the user gives them as $KPLUG_TPM_DEVICE and $KPLUG_TPM_PIN instead.
-func refuseTPMQuery(uri, why string) error {
-	if len(uri) < len("tpm:") || !strings.EqualFold(uri[:len("tpm:")], "tpm:") {
-		return nil
-	}
-	u, err := keys.ParseTPMURI("tpm:" + uri[len("tpm:"):])
-	if err != nil {
-		return err
-	}
-	if u.Device != "" || u.PINSource != "" {
-		return fmt.Errorf("a tpm: URI here may not have device= or pin-source= (%s, and they choose where the key's auth value goes and comes from): set $%s and $%s in your own environment", why, tpmDeviceEnv, tpmPINEnv)
-	}
-	return nil
-}
-
-// httpSigKeyOptions are keyOptions for a kubeconfig's httpSignature keyFile, which the
+// httpSigKeyOptions are proxyplugin.KeyOptions for a kubeconfig's httpSignature keyFile, which the
 // kubeconfig, not the user, chose: a tpm: URI may not have device= or pin-source=, and
 // under a kuberc policy that restricts plugins a PKCS#11 module (module-path= or
 // $KPLUG_PKCS11_MODULE) must be given by its absolute path and pass the policy, as
 // guardedKeyOptions requires of proxy-plugin (issue 30 review, I3). Errors are a
 // configuration error; the caller names the keyFile.
 func httpSigKeyOptions(policy kuberc.Policy, uri string) (keys.Options, error) {
-	ko := keyOptions()
-	if err := refuseTPMQuery(uri, "the kubeconfig chose it"); err != nil {
+	ko := proxyplugin.KeyOptions()
+	if err := proxyplugin.RefuseTPMQuery(uri, "the kubeconfig chose it"); err != nil {
 		return ko, invalidConfig(err)
 	}
 	if policy.Type == "" || policy.Type == kuberc.AllowAll || !strings.HasPrefix(strings.ToLower(uri), "pkcs11:") {
@@ -158,7 +30,7 @@ func httpSigKeyOptions(policy kuberc.Policy, uri string) (keys.Options, error) {
 	}
 	module, from := u.ModulePath, "module-path"
 	if module == "" {
-		module, from = ko.PKCS11Module, "$"+pkcs11ModuleEnv
+		module, from = ko.PKCS11Module, "$"+proxyplugin.PKCS11ModuleEnv
 	}
 	if module == "" {
 		return ko, nil

@@ -32,6 +32,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kplug/kplug/internal/privdir"
+	"github.com/kplug/kplug/internal/proxyplugin"
 	"github.com/kplug/kplug/keys"
 )
 
@@ -98,7 +99,7 @@ ones count towards the TPM's dictionary-attack lockout.`,
 				return &usageError{err: fmt.Errorf("--algorithm %q: want one of %s", o.Algorithm, strings.Join(keys.TPMKeyAlgorithms(), ", ")), showHelp: true}
 			}
 			if o.Device == "" {
-				o.Device = os.Getenv(tpmDeviceEnv)
+				o.Device = os.Getenv(proxyplugin.TPMDeviceEnv)
 			}
 			o.PINSource = strings.TrimPrefix(o.PINSource, "file:")
 			o.Description = "kplug key create"
@@ -125,7 +126,7 @@ ones count towards the TPM's dictionary-attack lockout.`,
 // openKey opens KEY as proxy-plugin opens --client-key, for one command. Its errors are
 // keys', which name the key without a URI's query, where a secret may have been typed.
 func openKey(ref string) (crypto.Signer, io.Closer, error) {
-	return keys.OpenSigner(ref, keyOptions())
+	return keys.OpenSigner(ref, proxyplugin.KeyOptions())
 }
 
 func newKeyPublicCommand(*globals) *cobra.Command {
@@ -687,7 +688,7 @@ func absoluteKeyRef(g *globals, ref string) (string, error) {
 		}
 		paths = map[string]string{"file=": u.File, "pin-source=": u.PINSource, "device=": u.Device}
 		if u.Device != "" || u.PINSource != "" {
-			fmt.Fprintf(g.io.Err, "warning: the key's device= and pin-source= go into the kubeconfig, and under a kuberc credential plugin policy proxy-plugin refuses them from an exec block; set $%s and $%s in your environment instead\n", tpmDeviceEnv, tpmPINEnv)
+			fmt.Fprintf(g.io.Err, "warning: the key's device= and pin-source= go into the kubeconfig, and under a kuberc credential plugin policy proxy-plugin refuses them from an exec block; set $%s and $%s in your environment instead\n", proxyplugin.TPMDeviceEnv, proxyplugin.TPMPINEnv)
 		}
 	case strings.HasPrefix(lower, "pkcs11:"):
 		u, err := keys.ParsePKCS11URI("pkcs11:" + ref[len("pkcs11:"):])

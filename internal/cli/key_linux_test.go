@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kplug/kplug/internal/proxyplugin"
 	"github.com/kplug/kplug/internal/testkit/swtpm"
 	"github.com/kplug/kplug/internal/testkit/testpki"
 )
@@ -22,7 +23,7 @@ import (
 // that leave nothing behind.
 func TestKeyCommands(t *testing.T) {
 	tpm := swtpm.NewTestTPM(t)
-	t.Setenv(tpmDeviceEnv, tpm.Socket)
+	t.Setenv(proxyplugin.TPMDeviceEnv, tpm.Socket)
 	dir := t.TempDir()
 	key := filepath.Join(dir, "alice.tss2")
 

@@ -42,6 +42,14 @@ func buildBinary(t testing.TB, dir, pkg, name string) string {
 	return out
 }
 
+// buildKplug builds kplug into dir with kplug-proxy-plugin beside it, as make install and
+// the release archives install them: proxy-plugin's daemon is then the small program.
+func buildKplug(t testing.TB, dir string) string {
+	t.Helper()
+	buildBinary(t, dir, "./cmd/kplug-proxy-plugin", "kplug-proxy-plugin")
+	return buildBinary(t, dir, "./cmd/kplug", "kplug")
+}
+
 // execKubeconfig writes a kubeconfig with one context per user, each running the test
 // plugin as ./bin/testplugin, relative to the kubeconfig's directory.
 func execKubeconfig(t *testing.T, cp *framework.ControlPlane, dir string, envs map[string][]clientcmdapi.ExecEnvVar) string {

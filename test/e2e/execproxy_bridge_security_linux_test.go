@@ -30,7 +30,7 @@ func TestSecurityExecProxyBridgeUnderIdleConnections(t *testing.T) {
 	attacker := localuser.New(t)
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
 	kubeconfig := proxyKubeconfig(t, cp, kplug, dir, map[string][]string{
 		"admin": {"--client-cert", cp.Admin.Cert.CertFile, "--client-key", cp.Admin.Cert.KeyFile},

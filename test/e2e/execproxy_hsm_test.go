@@ -26,7 +26,7 @@ func TestExecProxyPKCS11HSM(t *testing.T) {
 	tok, pinFile := softhsm.NewTestToken(t, "kplug-e2e")
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
 
 	generate := func(kind, label string) crypto.PublicKey {

@@ -30,7 +30,7 @@ func TestExecProxySignKEP6308(t *testing.T) {
 	tok, pinFile := softhsm.NewTestToken(t, "kplug-e2e")
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{}}})
 	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
 	signingCA, err := cp.PKI.NewCA("signing-ca", "kplug-e2e signing CA")
 	if err != nil {

@@ -30,7 +30,7 @@ import (
 func TestSecurityExecProxyRuntimeDirectoryOfAnotherUser(t *testing.T) {
 	attacker := localuser.New(t)
 	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}

@@ -31,7 +31,7 @@ import (
 func TestSecurityExecProxyImpersonation(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
 	kubeconfig := proxyKubeconfig(t, cp, kplug, dir, map[string][]string{
 		"admin": {"--client-cert", cp.Admin.Cert.CertFile, "--client-key", cp.Admin.Cert.KeyFile},
@@ -195,7 +195,7 @@ func TestSecurityExecProxySystemRoots(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
 	buildBinary(t, filepath.Join(dir, "bin"), "./test/e2e/testplugin", "testplugin")
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
 	t.Setenv("SSL_CERT_FILE", cp.PKI.ClusterCA.File) // for every process the test starts
 	alice := cp.CertUser.Cert

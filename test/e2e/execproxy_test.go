@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +49,7 @@ func proxyKubeconfig(t *testing.T, cp *framework.ControlPlane, kplug, dir string
 func TestExecProxy(t *testing.T) {
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	runtimeDir := filepath.Join(dir, "run")
 	t.Setenv("XDG_RUNTIME_DIR", runtimeDir) // for the kplug processes below
 	kubeconfig := proxyKubeconfig(t, cp, kplug, dir, map[string][]string{
@@ -92,12 +95,49 @@ func TestExecProxy(t *testing.T) {
 	})
 
 	t.Run("a killed proxy is started again", func(t *testing.T) {
-		// The daemon's command line is only "kplug proxy-plugin --daemon" (its flags come on
-		// stdin); [n] keeps the pattern from matching this shell's own command line.
-		script := whoami + `; echo; pkill -9 -f "^` + kplug + ` proxy-plugin --daemo[n]" || echo no proxy killed; sleep 0.5; ` + whoami
+		// The daemon's command line is only "kplug-proxy-plugin --daemon" (its flags come
+		// on stdin); [n] keeps the pattern from matching this shell's own command line.
+		script := whoami + `; echo; pkill -9 -f "^` + kplug + `-proxy-plugin --daemo[n]" || echo no proxy killed; sleep 0.5; ` + whoami
 		out, errOut, err := run(t, kplug, "run", "--kubeconfig", kubeconfig, "--context", "header", "--", "sh", "-c", script)
 		if err != nil || out != "bob\nbob" {
 			t.Errorf("whoami, kill the proxy, whoami: %q, %v\n%s", out, err, errOut)
+		}
+	})
+
+	t.Run("the daemon is kplug-proxy-plugin, or kplug alone", func(t *testing.T) {
+		// With kplug-proxy-plugin beside kplug (make install, a release archive), that
+		// small program is what keeps serving; with kplug alone (go install), kplug.
+		alone := filepath.Join(t.TempDir(), "kplug")
+		if b, err := exec.Command("cp", kplug, alone).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v\n%s", err, b)
+		}
+		aloneKubeconfig := proxyKubeconfig(t, cp, alone, filepath.Dir(alone), map[string][]string{
+			"header": {"--header", "Authorization=Bearer " + cp.TokenUser.Token},
+		})
+		for _, tt := range []struct {
+			kplug, kubeconfig string
+			want              []string
+		}{
+			{kplug, kubeconfig, []string{kplug + "-proxy-plugin", "--daemon"}},
+			{alone, aloneKubeconfig, []string{alone, "proxy-plugin", "--daemon"}},
+		} {
+			client := exec.Command(tt.kplug, "run", "--kubeconfig", tt.kubeconfig, "--context", "header", "--", "sh", "-c", whoami+"; echo; sleep 61.5")
+			stdout, err := client.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := client.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, _ := bufio.NewReader(stdout).ReadString('\n')
+			daemons := daemonsRunning(tt.want)
+			_ = client.Process.Kill()
+			_ = client.Wait()
+			_ = exec.Command("pkill", "-f", "sleep 61.5").Run()
+			if line != "bob\n" || len(daemons) != 1 {
+				t.Errorf("%s run: whoami %q; daemons %q: %v, want one", tt.kplug, line, tt.want, daemons)
+			}
+			waitNoSockets(t, filepath.Join(runtimeDir, "kplug"), 2*time.Second)
 		}
 	})
 
@@ -122,6 +162,25 @@ func TestExecProxy(t *testing.T) {
 	})
 }
 
+// daemonsRunning are the PIDs of the processes whose command line is args, and whose
+// executable is args[0].
+func daemonsRunning(args []string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if slices.Equal(strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"), args) && exe == args[0] {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // waitNoSockets waits until no proxy socket is left in dir: every proxy has exited.
 func waitNoSockets(t *testing.T, dir string, within time.Duration) {
 	t.Helper()
@@ -134,7 +193,7 @@ func waitNoSockets(t *testing.T, dir string, within time.Duration) {
 	}
 	out, _ := exec.Command("sh", "-c", "ps -eo pid,args | grep proxy-plugin | grep -v grep").CombinedOutput()
 	t.Errorf("proxies still running after %v: sockets %v\n%s", within, left, out)
-	_ = exec.Command("pkill", "-9", "-f", "/kplug proxy-plugin").Run()
+	_ = exec.Command("pkill", "-9", "-f", "/kplug proxy-plugin|/kplug-proxy-plugin --daemon").Run()
 	_ = os.RemoveAll(dir)
 }
 

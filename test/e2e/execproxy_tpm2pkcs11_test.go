@@ -27,7 +27,7 @@ func TestExecProxyTPM2PKCS11(t *testing.T) {
 	}
 	cp := framework.StartForTest(t, framework.Options{})
 	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
+	kplug := buildKplug(t, dir)
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
 	cert, err := cp.PKI.ClientCA.IssueFor("dora", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "dora", Organization: []string{"tpm-users"}},

@@ -19,12 +19,12 @@ import (
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
-// kplugBin builds kplug and kplug-exec-cache into a directory of the test's and links the
+// kplugBin builds kplug, kplug-exec-cache and kplug-proxy-plugin into a directory of the test's and links the
 // pinned kubectl there, for a page's PATH.
 func kplugBin(t *testing.T, cp *framework.ControlPlane) string {
 	t.Helper()
 	bin := t.TempDir()
-	buildBinary(t, bin, "./cmd/kplug", "kplug")
+	buildKplug(t, bin)
 	buildBinary(t, bin, "./cmd/kplug-exec-cache", "kplug-exec-cache")
 	if err := os.Symlink(filepath.Join(cp.BinDir, "kubectl"), filepath.Join(bin, "kubectl")); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func readerEnv(t *testing.T, home string, dirs ...string) []string {
 	}
 	path := append(dirs, filepath.Dir(goCmd), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 	for _, dir := range path {
-		for _, prog := range []string{"kplug", "kplug-exec-cache"} {
+		for _, prog := range []string{"kplug", "kplug-exec-cache", "kplug-proxy-plugin"} {
 			if _, err := os.Stat(filepath.Join(dir, prog)); err == nil {
 				t.Fatalf("%s is on the reader's PATH before the page installs it: remove it", filepath.Join(dir, prog))
 			}
@@ -115,20 +115,21 @@ func installReplacements(t *testing.T) []string {
 	return []string{"git clone https://github.com/kplug/kplug.git ~/kplug", fmt.Sprintf("ln -s %q ~/kplug", moduleRoot(t))}
 }
 
-// checkInstalled checks that the page's make install put kplug and kplug-exec-cache in
+// checkInstalled checks that the page's make install put kplug, kplug-exec-cache and
+// kplug-proxy-plugin in
 // ~/go/bin and said, in the line the page then runs, that ~/go/bin is not on PATH.
 func checkInstalled(t *testing.T, home, out string) {
 	t.Helper()
 	bin := filepath.Join(home, "go", "bin")
 	for _, want := range []string{
-		"installed kplug and kplug-exec-cache in " + bin + "\n",
+		"installed kplug, kplug-exec-cache and kplug-proxy-plugin in " + bin + "\n",
 		"make install: " + bin + ` is not on your PATH; add it (in ~/.profile too, to keep it): export PATH="$PATH:` + bin + `"` + "\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the page's make install did not print %q:\n%s", want, out)
 		}
 	}
-	for _, prog := range []string{"kplug", "kplug-exec-cache"} {
+	for _, prog := range []string{"kplug", "kplug-exec-cache", "kplug-proxy-plugin"} {
 		if st, err := os.Stat(filepath.Join(bin, prog)); err != nil || st.Mode().Perm() != 0o755 {
 			t.Errorf("%s after make install: %v", prog, err)
 		}
@@ -288,7 +289,7 @@ func startCluster(t *testing.T) *cluster {
 		t.Skipf("skipping end-to-end test: %v", err)
 	}
 	bin := t.TempDir()
-	buildBinary(t, bin, "./cmd/kplug", "kplug")
+	buildKplug(t, bin)
 	buildBinary(t, bin, "./cmd/kplug-exec-cache", "kplug-exec-cache")
 	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
 		if err := os.Symlink(filepath.Join(tools, tool), filepath.Join(bin, tool)); err != nil {

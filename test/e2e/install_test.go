@@ -159,7 +159,7 @@ func TestMakeInstall(t *testing.T) {
 		return string(out)
 	}
 	lines := func(s ...string) string { return strings.Join(s, "\n") + "\n" }
-	installed := "installed kplug and kplug-exec-cache in " + bin
+	installed := "installed kplug, kplug-exec-cache and kplug-proxy-plugin in " + bin
 
 	out := run(env, "make", "--no-print-directory", "install", "PREFIX="+prefix)
 	want := lines(installed, "make install: "+bin+` is not on your PATH; add it (in ~/.profile too, to keep it): export PATH="$PATH:`+bin+`"`)

@@ -224,7 +224,7 @@ func checkArchive(t *testing.T, r releaseBuild, platform string) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{"LICENSE", "README.md", exe("kplug"), exe("kplug-exec-cache")}
+	want := []string{"LICENSE", "README.md", exe("kplug"), exe("kplug-exec-cache"), exe("kplug-proxy-plugin")}
 	slices.Sort(want)
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("%s: files (-want +got):\n%s", platform, diff)
@@ -234,7 +234,7 @@ func checkArchive(t *testing.T, r releaseBuild, platform string) {
 	if !bytes.Equal(files["LICENSE"], license) || !bytes.Contains(license, []byte("Apache License")) {
 		t.Errorf("%s: LICENSE is not the checkout's Apache licence", platform)
 	}
-	for _, prog := range []string{"kplug", "kplug-exec-cache"} {
+	for _, prog := range []string{"kplug", "kplug-exec-cache", "kplug-proxy-plugin"} {
 		if modes[exe(prog)]&0o111 == 0 {
 			t.Errorf("%s: %s is not executable (%v)", platform, exe(prog), modes[exe(prog)])
 		}
@@ -386,7 +386,7 @@ func checkSBOM(t *testing.T, path, version string, want map[string]string, goVer
 			}
 		}
 	}
-	if diff := cmp.Diff(map[string]string{"go": goVersion, "kplug": goVersion, "kplug-exec-cache": goVersion}, built); diff != "" {
+	if diff := cmp.Diff(map[string]string{"go": goVersion, "kplug": goVersion, "kplug-exec-cache": goVersion, "kplug-proxy-plugin": goVersion}, built); diff != "" {
 		t.Errorf("%s: the toolchain in the formulation (-want +got):\n%s", path, diff)
 	}
 	if doc.BOMFormat != "CycloneDX" || !strings.HasPrefix(doc.SerialNumber, "urn:uuid:") || doc.Metadata.Timestamp == "" {

@@ -25,25 +25,46 @@ import (
 )
 
 // ExecProxySetup is the exec proxy's setup under load: one kube-apiserver behind a Relay,
-// and a kubeconfig whose user runs `kplug proxy-plugin` with the admin's client
+// and a kubeconfig whose user runs a proxy plugin (`kplug proxy-plugin`) with the admin's client
 // certificate; the harness is the client (execproxy.Connect), as a Go program using the
 // library is, and `kplug run` runs other clients.
 type ExecProxySetup struct {
 	CP         *framework.ControlPlane
 	Relay      *Relay
-	Kplug      string
+	Kplug      string // kplug run, a client that runs others
+	Plugin     Plugin
 	Kubeconfig string
 	RuntimeDir string // $XDG_RUNTIME_DIR/kplug: locks, sockets, logs
 	PprofDir   string
 	Admin      *tls.Config
 }
 
+// Plugin is the exec proxy plugin under load: the exec block's command and its arguments
+// before the client certificate's flags, and the command line of the daemon it starts.
+type Plugin struct {
+	Command string
+	Args    []string
+	Daemon  []string
+}
+
+// KplugPlugin is `kplug proxy-plugin` of BuildKplug: its daemon is kplug-proxy-plugin.
+func KplugPlugin(kplug string) Plugin {
+	return Plugin{Command: kplug, Args: []string{"proxy-plugin"}, Daemon: []string{kplug + "-proxy-plugin", "--daemon"}}
+}
+
+// SDKPlugin builds cmd/sdk-proxy-plugin, a plugin written with execproxy/server.Main.
+func SDKPlugin(t testing.TB) Plugin {
+	t.Helper()
+	sdk := buildProgram(t, "./cmd/sdk-proxy-plugin", filepath.Join(t.TempDir(), "sdk-proxy-plugin"))
+	return Plugin{Command: sdk, Daemon: []string{sdk, "--exec-proxy-daemon"}}
+}
+
 // StartExecProxy starts the apiserver and the relay, and writes the kubeconfig; it sets
 // XDG_RUNTIME_DIR and KPLUG_LOAD_PPROF_DIR for the plugin and its daemon (t.Setenv).
-func StartExecProxy(t *testing.T, kplug string) *ExecProxySetup {
+func StartExecProxy(t *testing.T, kplug string, plugin Plugin) *ExecProxySetup {
 	t.Helper()
 	cp := framework.StartForTest(t, framework.Options{})
-	s := &ExecProxySetup{CP: cp, Kplug: kplug, PprofDir: t.TempDir()}
+	s := &ExecProxySetup{CP: cp, Kplug: kplug, Plugin: plugin, PprofDir: t.TempDir()}
 	var err error
 	if s.Admin, err = cp.ClientTLS(cp.Admin); err != nil {
 		t.Fatal(err)
@@ -67,8 +88,8 @@ func StartExecProxy(t *testing.T, kplug string) *ExecProxySetup {
 	cluster.Server, cluster.CertificateAuthorityData = "https://"+s.Relay.Addr, cp.PKI.ClusterCA.CertPEM
 	user := clientcmdapi.NewAuthInfo()
 	user.Exec = &clientcmdapi.ExecConfig{
-		APIVersion: execcred.V1, Command: kplug,
-		Args:               []string{"proxy-plugin", "--client-cert", cp.Admin.Cert.CertFile, "--client-key", cp.Admin.Cert.KeyFile},
+		APIVersion: execcred.V1, Command: plugin.Command,
+		Args:               append(slices.Clone(plugin.Args), "--client-cert", cp.Admin.Cert.CertFile, "--client-key", cp.Admin.Cert.KeyFile),
 		ProvideClusterInfo: true, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 	}
 	c := clientcmdapi.NewContext()
@@ -128,7 +149,7 @@ func (s *ExecProxySetup) Direct(name string) traffic.Target {
 	return traffic.HTTPSTarget(name, s.CP.Servers[0].URL, s.Admin)
 }
 
-// Daemons returns the PIDs of the running proxy daemons of this setup's kplug.
+// Daemons returns the PIDs of the running proxy daemons of this setup's plugin.
 func (s *ExecProxySetup) Daemons() []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
@@ -142,7 +163,7 @@ func (s *ExecProxySetup) Daemons() []int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) == 3 && args[0] == s.Kplug && args[1] == "proxy-plugin" && args[2] == "--daemon" && !zombie(pid) {
+		if slices.Equal(args, s.Plugin.Daemon) && !zombie(pid) {
 			pids = append(pids, pid)
 		}
 	}

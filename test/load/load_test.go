@@ -78,7 +78,7 @@ func logReport(t *testing.T, rep *traffic.Report) {
 // Then the runtime directory is removed under a client of its own.
 func TestExecProxyFaults(t *testing.T) {
 	kplug := BuildKplug(t)
-	s := StartExecProxy(t, kplug)
+	s := StartExecProxy(t, kplug, KplugPlugin(kplug))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	ns, err := Namespaces(ctx, s.CP, "ep", 4)
@@ -121,7 +121,7 @@ var (
 	longForm  = flag.Bool("load", false, "run the long form: steady load side by side with the direct path, then the faults, and write the report (make load)")
 	steadyFor = flag.Duration("load.steady", 10*time.Minute, "how long each proxy's steady load runs")
 	reportTo  = flag.String("load.report", "../../docs/reliability.md", "the report to write (its generated part), with its plots in reliability/ beside it")
-	only      = flag.String("load.only", "", "run only this scenario: peerproxy or execproxy")
+	only      = flag.String("load.only", "", "run only this scenario: peerproxy, execproxy, or execproxy-sdk (the exec proxy with a plugin written with the SDK; only when named)")
 	holdFor   = flag.Duration("load.hold", 0, "how long each fault lasts (default 40s, over the request timeout)")
 	keep      = flag.String("load.artifacts", filepath.Join(os.TempDir(), "kplug-load"), "where to keep the proxies' profiles and logs")
 )
@@ -169,11 +169,12 @@ func TestLoad(t *testing.T) {
 	})
 	o := LongOptions{Steady: *steadyFor, Faults: long, Artifacts: artifacts, Logf: t.Logf}
 	scenarios := []struct {
-		name string
-		run  func(*testing.T, string, LongOptions) *Scenario
-	}{{"peerproxy", PeerproxyLong}, {"execproxy", ExecProxyLong}}
+		name  string
+		run   func(*testing.T, string, LongOptions) *Scenario
+		alone bool // runs only when -load.only names it
+	}{{"peerproxy", PeerproxyLong, false}, {"execproxy", ExecProxyLong, false}, {"execproxy-sdk", ExecProxySDKLong, true}}
 	for _, s := range scenarios {
-		if *only != "" && *only != s.name {
+		if *only != "" && *only != s.name || *only == "" && s.alone {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {

@@ -20,13 +20,22 @@ import (
 )
 
 // BuildKplug builds kplug-profiled (kplug serving pprof for the harness) into a
-// temporary directory of t and returns its path.
+// directory of the test's as kplug, with kplug-proxy-plugin-profiled beside it as
+// kplug-proxy-plugin, as make install puts them: the exec proxy's daemon is then that
+// small program. It returns kplug's path.
 func BuildKplug(t testing.TB) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "kplug")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/kplug-profiled")
+	dir := t.TempDir()
+	buildProgram(t, "./cmd/kplug-proxy-plugin-profiled", filepath.Join(dir, "kplug-proxy-plugin"))
+	return buildProgram(t, "./cmd/kplug-profiled", filepath.Join(dir, "kplug"))
+}
+
+// buildProgram builds a package of this module as out.
+func buildProgram(t testing.TB, pkg, out string) string {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/kplug-profiled: %v\n%s", err, b)
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package cli
+package proxyplugin
 
 import (
 	"errors"
@@ -54,7 +54,7 @@ func TestProxyPluginSignsWithAWSDerivedKey(t *testing.T) {
 				return err
 			})
 			sign := signOptions{scheme: "rfc9421", derivation: "aws", service: "eks", region: "eu-west-1", signAudience: "cluster-1", awsTimeout: 10 * time.Second}
-			send := serveProxyPlugin(t, api, "", &proxyPluginOptions{sign: sign})
+			send := serveProxyPlugin(t, api, "", &Options{sign: sign})
 			for range 2 {
 				if status := send("GET /api/v1/namespaces HTTP/1.1\r\nHost: h\r\n\r\n", false); !strings.HasPrefix(status, "200 ") {
 					t.Fatalf("answered %q; the API server said %v", status, last().err)

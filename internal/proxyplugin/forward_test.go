@@ -1,6 +1,6 @@
 //go:build unix
 
-package cli
+package proxyplugin
 
 import (
 	"bufio"
@@ -32,6 +32,7 @@ import (
 	"github.com/kplug/kplug/execproxy"
 	"github.com/kplug/kplug/execproxy/server"
 	"github.com/kplug/kplug/httpsig"
+	"github.com/kplug/kplug/internal/execcache"
 	"github.com/kplug/kplug/internal/testkit/sigverify"
 	"github.com/kplug/kplug/internal/testkit/testpki"
 )
@@ -80,7 +81,7 @@ func recordingAPI(t *testing.T, verify func(r *http.Request, body []byte) error)
 // holds a lock and whose cluster's server is api's URL followed by path, and returns a function that sends one raw HTTP/1.1 request through it
 // (over the hop's mutual TLS, on the socket or through kplug run's bridge) and returns the
 // status line.
-func serveProxyPlugin(t *testing.T, api *httptest.Server, path string, o *proxyPluginOptions) func(raw string, viaBridge bool) string {
+func serveProxyPlugin(t *testing.T, api *httptest.Server, path string, o *Options) func(raw string, viaBridge bool) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kp") // short: a socket path is limited to about 100 bytes
 	if err != nil {
@@ -95,12 +96,11 @@ func serveProxyPlugin(t *testing.T, api *httptest.Server, path string, o *proxyP
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
 	info := fmt.Sprintf(`{"kind":"ExecCredential","apiVersion":%q,"spec":{"cluster":{"server":%q,"certificate-authority-data":%q},"interactive":false,"lockFilePath":%q}}`,
 		execcred.V1, api.URL+path, base64.StdEncoding.EncodeToString(ca), lock.Path)
-	g := &globals{log: slog.New(slog.DiscardHandler)}
 	answer, stdout := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
 		done <- server.Run(t.Context(), func(ctx context.Context, req *server.Request) (*server.Options, func(), error) {
-			return o.options(ctx, g, req)
+			return o.ServerOptions(ctx, slog.New(slog.DiscardHandler), noGuard, req)
 		}, server.Process{ExecInfo: info, Stdout: stdout})
 		_ = stdout.Close()
 	}()
@@ -291,7 +291,7 @@ func sigv4API(t *testing.T) (*httptest.Server, func() received, signOptions) {
 // own Impersonate-User, turning a request as bob into one as the signer.
 func TestSecurityProxyPluginSignsWhatItForwards(t *testing.T) {
 	api, last, sign := rfc9421API(t)
-	send := serveProxyPlugin(t, api, "", &proxyPluginOptions{headers: []string{"X-Added=configured"}, sign: sign})
+	send := serveProxyPlugin(t, api, "", &Options{headers: []string{"X-Added=configured"}, sign: sign})
 	checkForwarded(t, send, last, func(t *testing.T, h http.Header) {
 		if v := h.Values(httpsig.AudienceHeader); len(v) != 1 || v[0] != "cluster-1" {
 			t.Errorf("%s arrived as %q, want cluster-1", httpsig.AudienceHeader, v)
@@ -305,7 +305,7 @@ func TestSecurityProxyPluginSignsWhatItForwards(t *testing.T) {
 // Issue 27 N2 review.
 func TestSecurityProxyPluginSigV4SignsWhatItForwards(t *testing.T) {
 	api, last, sign := sigv4API(t)
-	send := serveProxyPlugin(t, api, "", &proxyPluginOptions{headers: []string{"X-Added=configured"}, sign: sign})
+	send := serveProxyPlugin(t, api, "", &Options{headers: []string{"X-Added=configured"}, sign: sign})
 	checkForwarded(t, send, last, nil)
 }
 
@@ -332,7 +332,7 @@ func TestSecurityProxyPluginSignsTheTargetItSends(t *testing.T) {
 		for _, path := range []string{"", "/prefix"} {
 			t.Run(fmt.Sprintf("%s, server path %q", scheme.name, path), func(t *testing.T) {
 				api, last, sign := scheme.api(t)
-				send := serveProxyPlugin(t, api, path, &proxyPluginOptions{sign: sign})
+				send := serveProxyPlugin(t, api, path, &Options{sign: sign})
 				for _, tt := range requests {
 					before := last()
 					status := send(tt.raw, false)
@@ -353,3 +353,6 @@ func TestSecurityProxyPluginSignsTheTargetItSends(t *testing.T) {
 		}
 	}
 }
+
+// noGuard is a client without a credential plugin policy.
+func noGuard() (*execcache.Guard, error) { return nil, nil }

@@ -1,4 +1,4 @@
-package cli
+package proxyplugin
 
 import (
 	"context"
@@ -26,10 +26,10 @@ import (
 
 // Environment variables of proxy-plugin; the PIN is read here and never logged.
 const (
-	pkcs11PINEnv    = "KPLUG_PKCS11_PIN"
-	pkcs11ModuleEnv = "KPLUG_PKCS11_MODULE"
-	tpmDeviceEnv    = "KPLUG_TPM_DEVICE"
-	tpmPINEnv       = "KPLUG_TPM_PIN" // apart from the PKCS#11 PIN, which never goes to a TPM
+	PKCS11PINEnv    = "KPLUG_PKCS11_PIN"
+	PKCS11ModuleEnv = "KPLUG_PKCS11_MODULE"
+	TPMDeviceEnv    = "KPLUG_TPM_DEVICE"
+	TPMPINEnv       = "KPLUG_TPM_PIN" // apart from the PKCS#11 PIN, which never goes to a TPM
 )
 
 // signOptions are proxy-plugin's request-signing flags.
@@ -59,8 +59,9 @@ func (o *signOptions) AddFlags(f *pflag.FlagSet) {
 	o.awsTimeout = 20 * time.Second
 }
 
-func keyOptions() keys.Options {
-	return keys.Options{PIN: os.Getenv(pkcs11PINEnv), PKCS11Module: os.Getenv(pkcs11ModuleEnv), TPMDevice: os.Getenv(tpmDeviceEnv), TPMPIN: os.Getenv(tpmPINEnv)}
+// KeyOptions are the options of a key named on the command line, from the environment.
+func KeyOptions() keys.Options {
+	return keys.Options{PIN: os.Getenv(PKCS11PINEnv), PKCS11Module: os.Getenv(PKCS11ModuleEnv), TPMDevice: os.Getenv(TPMDeviceEnv), TPMPIN: os.Getenv(TPMPINEnv)}
 }
 
 // signer builds the --sign modifier, checking at start what it needs (credentials, key),
@@ -69,12 +70,12 @@ func (o *signOptions) signer(ctx context.Context, guard *execcache.Guard) (func(
 	switch o.scheme {
 	case "":
 		if o.service != "" || o.region != "" || o.httpSigFlagsSet() {
-			return nil, nil, &usageError{err: errors.New("--sigv4-* and --sign-* need --sign"), showHelp: true}
+			return nil, nil, usage(errors.New("--sigv4-* and --sign-* need --sign"))
 		}
 		return nil, nil, nil
 	case "sigv4":
 		if o.httpSigFlagsSet() {
-			return nil, nil, &usageError{err: errors.New("--sign-key, --sign-cert, --sign-key-id, --sign-key-derivation, --sign-audience and --sign-header are for --sign rfc9421"), showHelp: true}
+			return nil, nil, usage(errors.New("--sign-key, --sign-cert, --sign-key-id, --sign-key-derivation, --sign-audience and --sign-header are for --sign rfc9421"))
 		}
 		sign, err := o.sigv4(ctx, guard)
 		return sign, nil, err
@@ -84,7 +85,7 @@ func (o *signOptions) signer(ctx context.Context, guard *execcache.Guard) (func(
 			return sign, nil, err
 		}
 		if o.service != "" || o.region != "" {
-			return nil, nil, &usageError{err: errors.New("--sigv4-service and --sigv4-region are for --sign sigv4 and --sign-key-derivation aws"), showHelp: true}
+			return nil, nil, usage(errors.New("--sigv4-service and --sigv4-region are for --sign sigv4 and --sign-key-derivation aws"))
 		}
 		signer, closer, err := o.httpSig(guard)
 		if err != nil {
@@ -92,7 +93,7 @@ func (o *signOptions) signer(ctx context.Context, guard *execcache.Guard) (func(
 		}
 		return signer.Sign, closer, nil
 	}
-	return nil, nil, &usageError{err: fmt.Errorf("--sign %q: want sigv4 or rfc9421", o.scheme), showHelp: true}
+	return nil, nil, usage(fmt.Errorf("--sign %q: want sigv4 or rfc9421", o.scheme))
 }
 
 func (o *signOptions) httpSigFlagsSet() bool {
@@ -102,7 +103,7 @@ func (o *signOptions) httpSigFlagsSet() bool {
 // signHeaderValues are --sign-audience and --sign-header, checked.
 func (o *signOptions) signHeaderValues() (map[string]string, error) {
 	if o.signAudience == "" {
-		return nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-audience, the X-K8s-Audience value naming the cluster (KEP-6308 refuses to sign without one)"), showHelp: true}
+		return nil, usage(errors.New("--sign rfc9421 needs --sign-audience, the X-K8s-Audience value naming the cluster (KEP-6308 refuses to sign without one)"))
 	}
 	headers := map[string]string{httpsig.AudienceHeader: o.signAudience}
 	for _, h := range o.signHeaders {
@@ -111,7 +112,7 @@ func (o *signOptions) signHeaderValues() (map[string]string, error) {
 			return nil, err
 		}
 		if _, dup := headers[http.CanonicalHeaderKey(name)]; dup {
-			return nil, &usageError{err: fmt.Errorf("--sign-header %s: given twice (or as --sign-audience)", name), showHelp: true}
+			return nil, usage(fmt.Errorf("--sign-header %s: given twice (or as --sign-audience)", name))
 		}
 		headers[http.CanonicalHeaderKey(name)] = value
 	}
@@ -125,11 +126,11 @@ func (o *signOptions) signHeaderValues() (map[string]string, error) {
 func (o *signOptions) awsDerived(ctx context.Context, guard *execcache.Guard) (func(*http.Request) error, error) {
 	switch {
 	case o.derivation != "aws":
-		return nil, &usageError{err: fmt.Errorf("--sign-key-derivation %q: want aws", o.derivation), showHelp: true}
+		return nil, usage(fmt.Errorf("--sign-key-derivation %q: want aws", o.derivation))
 	case o.signKey != "" || o.signCert != "" || o.signKeyID != "":
-		return nil, &usageError{err: errors.New("--sign-key-derivation aws derives the key from your AWS credentials: it does not go with --sign-key, --sign-cert or --sign-key-id"), showHelp: true}
+		return nil, usage(errors.New("--sign-key-derivation aws derives the key from your AWS credentials: it does not go with --sign-key, --sign-cert or --sign-key-id"))
 	case o.service == "":
-		return nil, &usageError{err: errors.New("--sign-key-derivation aws needs --sigv4-service, the service the derived key is scoped to (for EKS: eks)"), showHelp: true}
+		return nil, usage(errors.New("--sign-key-derivation aws needs --sigv4-service, the service the derived key is scoped to (for EKS: eks)"))
 	}
 	headers, err := o.signHeaderValues()
 	if err != nil {
@@ -175,11 +176,11 @@ func (o *signOptions) awsDerived(ctx context.Context, guard *execcache.Guard) (f
 func (o *signOptions) httpSig(guard *execcache.Guard) (*httpsig.Signer, io.Closer, error) {
 	switch {
 	case o.signKey == "":
-		return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-key"), showHelp: true}
+		return nil, nil, usage(errors.New("--sign rfc9421 needs --sign-key"))
 	case o.signCert == "" && o.signKeyID == "":
-		return nil, nil, &usageError{err: errors.New("--sign rfc9421 needs --sign-cert (the key's certificate is the identity) or --sign-key-id (the name the verifier knows the key by)"), showHelp: true}
+		return nil, nil, usage(errors.New("--sign rfc9421 needs --sign-cert (the key's certificate is the identity) or --sign-key-id (the name the verifier knows the key by)"))
 	case o.signCert != "" && o.signKeyID != "":
-		return nil, nil, &usageError{err: errors.New("--sign-cert and --sign-key-id are exclusive: a certificate key's keyid is the certificate's digest"), showHelp: true}
+		return nil, nil, usage(errors.New("--sign-cert and --sign-key-id are exclusive: a certificate key's keyid is the certificate's digest"))
 	}
 	headers, err := o.signHeaderValues()
 	if err != nil {
@@ -219,7 +220,7 @@ func (o *signOptions) httpSig(guard *execcache.Guard) (*httpsig.Signer, io.Close
 // none.
 func (o *signOptions) sigv4(ctx context.Context, guard *execcache.Guard) (func(*http.Request) error, error) {
 	if o.service == "" {
-		return nil, &usageError{err: errors.New("--sign sigv4 needs --sigv4-service"), showHelp: true}
+		return nil, usage(errors.New("--sign sigv4 needs --sigv4-service"))
 	}
 	provider, region, err := o.awsCredentials(ctx, guard, "sigv4")
 	if err != nil {

@@ -1,0 +1,51 @@
+//go:build unix
+
+package proxyplugin
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// installedLike checks that the daemon program at path (fi) is as closed to others as
+// kplug (self) should be: owned by kplug's owner, not writable by other users, and in a
+// directory none of whose ancestors another user could rename or replace (each owned by
+// root or kplug's owner, and not writable by others unless sticky), so that the file
+// checked is the file started.
+func installedLike(path string, fi fs.FileInfo, self string) error {
+	sfi, err := os.Stat(self)
+	if err != nil {
+		return err
+	}
+	st, ok1 := fi.Sys().(*syscall.Stat_t)
+	sst, ok2 := sfi.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok1 || !ok2:
+		return fmt.Errorf("%s: no owner to compare", path)
+	case st.Uid != sst.Uid:
+		return fmt.Errorf("%s is owned by uid %d, kplug by uid %d", path, st.Uid, sst.Uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s is writable by other users (mode %v)", path, fi.Mode().Perm())
+	}
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		dfi, err := os.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		dst, ok := dfi.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok || !dfi.IsDir():
+			return fmt.Errorf("%s is not a directory", dir)
+		case dst.Uid != 0 && dst.Uid != sst.Uid:
+			return fmt.Errorf("%s is owned by uid %d, neither root nor kplug's owner, so %s could be replaced", dir, dst.Uid, filepath.Base(path))
+		case dfi.Mode().Perm()&0o022 != 0 && dfi.Mode()&fs.ModeSticky == 0:
+			return fmt.Errorf("%s is writable by other users (mode %v), so %s could be replaced", dir, dfi.Mode().Perm(), filepath.Base(path))
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return nil
+		}
+	}
+}
