@@ -58,8 +58,12 @@ func launch(ctx context.Context, p Process, lockFile string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("exec proxy: starting the proxy: %w", err)
 	}
-	_ = json.NewEncoder(stdin).Encode(p.Args) // a daemon that cannot read them says so in its log
-	_ = stdin.Close()
+	// Written while the answer is awaited, so that a daemon that never reads them (a large
+	// argument list fills the pipe) is bounded by answerTimeout too (issue 33 review, I5).
+	go func() {
+		_ = json.NewEncoder(stdin).Encode(p.Args) // a daemon that cannot read them says so in its log
+		_ = stdin.Close()
+	}()
 	// The answer is complete when the daemon closes stdout, after printing it or by dying.
 	answer := make(chan []byte, 1)
 	go func() {

@@ -39,7 +39,7 @@ func newProxyPluginCommand(g *globals) *cobra.Command {
 				NewGuard: func() (*execcache.Guard, error) { return proxyplugin.NewGuard(g.log, callerOf(os.Getppid())) },
 			}
 			if !o.Daemon() {
-				if path, args, ok := proxyplugin.SmallDaemon(g.log); ok {
+				if path, args, ok := proxyplugin.SmallDaemon(cmd.Context(), g.log); ok {
 					p.DaemonPath, p.DaemonArgs = path, args
 				}
 			}

@@ -2,9 +2,13 @@
 
 package proxyplugin
 
-import "io/fs"
+import (
+	"errors"
+	"io/fs"
+)
 
-// installedLike has no owner or mode to compare on Windows, where a program's directory
-// is guarded by its ACL (Program Files, or the user's own profile): the build comparison
-// still applies.
-func installedLike(string, fs.FileInfo, string) error { return nil }
+// installedLike refuses on Windows: who may replace a file there is in its ACL and its
+// directory's, which kplug does not read, so kplug serves itself (issue 33 review, F4).
+func installedLike(string, fs.FileInfo, string) error {
+	return errors.New("on Windows kplug does not check who may replace the program beside it, so it serves itself")
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kplug/kplug/internal/execcache"
+	"github.com/kplug/kplug/internal/version"
 )
 
 // The help of `kplug proxy-plugin` and of kplug-proxy-plugin.
@@ -47,6 +48,7 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	verbosity := fs.IntP("v", "v", 0, "log verbosity: 0 shows progress and warnings, 4 and more debug detail")
+	showVersion := fs.Bool("version", false, "print the version (that of the kplug it came with) and exit")
 	o.AddFlags(fs)
 	logger := func() *slog.Logger {
 		return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo - slog.Level(*verbosity)}))
@@ -55,6 +57,9 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
 		fmt.Fprintf(stdout, "%s\n\nUsage:\n  %s [flags]\n\nExamples:\n%s\n\nFlags:\n%s", Long, name, Example, fs.FlagUsages())
+		return 0
+	case err == nil && *showVersion:
+		fmt.Fprintf(stdout, "%s %s\n", name, version.Get().Kplug)
 		return 0
 	case err == nil && fs.NArg() > 0 && !o.daemon:
 		err = fmt.Errorf("unexpected argument %q: %s takes only flags", fs.Arg(0), name)
