@@ -233,7 +233,7 @@ func TestVerifiedCheck(t *testing.T) {
 	in.Header.Set("Content-Length", "2")
 	in.Header.Add("X-Custom", "a")
 	in.Header.Add("X-Custom", "b")
-	v, err := newVerified(in, alice)
+	v, err := newVerified(in, alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
