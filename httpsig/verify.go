@@ -412,7 +412,7 @@ func (v *verification) one(r received) (*Signature, *Error) {
 	if o, err := v.coverage(sig.Components); err != nil {
 		return fail(o, "%v", err)
 	}
-	params, err := httpsfv.Marshal(r.input)
+	params, err := signatureParams(sig.Components, r.input)
 	if err != nil {
 		return fail(Malformed, "Signature-Input cannot be serialized: %v", err)
 	}
@@ -449,6 +449,26 @@ func (v *verification) one(r received) (*Signature, *Error) {
 		}
 	}
 	return sig, nil
+}
+
+// signatureParams serializes a received Signature-Input member for the @signature-params
+// line (RFC 9421 §2.3) as httpsfv.Marshal does, with the signer's serializer where every
+// parameter is an integer or a string (the profile's, and what clients send): components
+// are strings without parameters (parseSignature checked), and parsed strings are
+// printable ASCII. Any other parameter goes through httpsfv.
+func signatureParams(components []string, il httpsfv.InnerList) (string, error) {
+	names := il.Params.Names()
+	ps := make([]param, 0, len(names))
+	for _, name := range names {
+		v, _ := il.Params.Get(name)
+		switch v.(type) {
+		case int64, string:
+			ps = append(ps, param{name: name, value: v})
+		default:
+			return httpsfv.Marshal(il)
+		}
+	}
+	return serializeParams(components, ps), nil
 }
 
 // parseSignature checks the parameters every signature carries (KEP-6308 "Signature-Input
