@@ -49,6 +49,20 @@ func signatureBase(req *http.Request, components []string, params string) ([]byt
 // for Signature-Input and the @signature-params line.
 func serializeParams(components []string, params []param) string {
 	var b strings.Builder
+	// One allocation, not one per doubling: a verifier writes this line on every request.
+	size := 2
+	for _, c := range components {
+		size += len(c) + 3
+	}
+	for _, p := range params {
+		size += len(p.name) + 4
+		if v, ok := p.value.(string); ok {
+			size += len(v)
+		} else {
+			size += 20
+		}
+	}
+	b.Grow(size)
 	b.WriteByte('(')
 	for i, c := range components {
 		if i > 0 {
@@ -75,12 +89,17 @@ func serializeParams(components []string, params []param) string {
 // where it enters).
 func writeSFString(b *strings.Builder, s string) {
 	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
+	for {
+		i := strings.IndexAny(s, `"\`)
+		if i < 0 {
+			break
 		}
+		b.WriteString(s[:i])
+		b.WriteByte('\\')
 		b.WriteByte(s[i])
+		s = s[i+1:]
 	}
+	b.WriteString(s)
 	b.WriteByte('"')
 }
 

@@ -15,7 +15,9 @@
 //   - Verify is the server's half: it checks a request against a Policy (required headers,
 //     age, clock skew) and a resolve function that turns the signature's keyid into a public
 //     key or an HMAC secret, and returns the verified Signature. A refusal is an *Error
-//     whose Outcome suits a metric label.
+//     whose Outcome suits a metric label. VerifyRequest is the same for a verifier of many
+//     requests: it remembers parsed certificates in a LeafCache, and returns what every
+//     member of Signature-Input covers from the one parse it made.
 //
 // The package is the one implementation of the profile in kplug: the exec proxy's
 // `--sign rfc9421`, in-process signing in execcred, and the verifying front proxy in

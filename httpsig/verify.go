@@ -111,7 +111,8 @@ type Signature struct {
 	// Components are the covered component identifiers, in order.
 	Components []string
 	// Certificate is the leaf from CertificateHeader, set only when KeyID is a
-	// certificate keyid whose digest matches those bytes.
+	// certificate keyid whose digest matches those bytes. With VerifyOptions.Leaves it is
+	// shared with other requests that sent the same bytes: resolve must not modify it.
 	Certificate *x509.Certificate
 }
 
@@ -169,6 +170,42 @@ func refuse(o Outcome, format string, a ...any) *Error {
 // A refused request gives an *Error; an invalid Policy, or a BodyReserver's refusal to
 // hold the body, gives a plain error.
 func Verify(req *http.Request, p Policy, resolve func(*Signature) (any, error)) (*Signature, error) {
+	v, err := VerifyRequest(req, p, resolve, VerifyOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return v.Signature, nil
+}
+
+// VerifyOptions are what a verifier that checks many requests keeps between them. The
+// zero value keeps nothing.
+type VerifyOptions struct {
+	// Leaves remembers the certificates parsed from CertificateHeader; nil parses the
+	// leaf of every request.
+	Leaves *LeafCache
+}
+
+// Verified is a request VerifyRequest accepted.
+type Verified struct {
+	// Signature is the accepted signature.
+	Signature *Signature
+	// Inputs are the members of Signature-Input in order, accepted or not, from the one
+	// parse the check made: a caller that needs what every signature covers, or how many
+	// the request carries, need not parse the field again.
+	Inputs []Input
+}
+
+// Input is one member of Signature-Input as received: its label and the components it
+// names that are strings. Only the accepted signature's were checked.
+type Input struct {
+	Label      string
+	Components []string
+}
+
+// VerifyRequest is Verify, with what o keeps between requests, and it returns every
+// member of Signature-Input beside the accepted signature. Its checks and errors are
+// Verify's.
+func VerifyRequest(req *http.Request, p Policy, resolve func(*Signature) (any, error), o VerifyOptions) (*Verified, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -177,7 +214,7 @@ func Verify(req *http.Request, p Policy, resolve func(*Signature) (any, error)) 
 	if err != nil {
 		return nil, err
 	}
-	v := verification{req: req, policy: p, resolve: resolve}
+	v := verification{req: req, policy: p, resolve: resolve, leaves: o.Leaves}
 	var refused []*Error
 	for _, s := range sigs {
 		sig, err := v.one(s)
@@ -185,11 +222,57 @@ func Verify(req *http.Request, p Policy, resolve func(*Signature) (any, error)) 
 			return nil, v.abort
 		}
 		if err == nil {
-			return sig, nil
+			return &Verified{Signature: sig, Inputs: inputsOf(sigs, sig)}, nil
 		}
 		refused = append(refused, err)
 	}
 	return nil, joinRefusals(refused)
+}
+
+// ParseInputs parses Signature-Input, for a caller that has not had VerifyRequest parse
+// it; it applies none of Verify's checks. A header without the field gives none.
+func ParseInputs(h http.Header) ([]Input, error) {
+	lines := h.Values("Signature-Input")
+	if len(lines) == 0 {
+		return nil, nil
+	}
+	d, err := httpsfv.UnmarshalDictionary(lines)
+	if err != nil {
+		return nil, fmt.Errorf("httpsig: Signature-Input is not a structured field dictionary: %w", err)
+	}
+	out := make([]Input, 0, len(d.Names()))
+	for _, label := range d.Names() {
+		m, _ := d.Get(label)
+		il, _ := m.(httpsfv.InnerList)
+		out = append(out, Input{Label: label, Components: stringItems(il)})
+	}
+	return out, nil
+}
+
+// inputsOf are the members of Signature-Input as parseFields found them; accepted's
+// components, already collected, are shared.
+func inputsOf(sigs []received, accepted *Signature) []Input {
+	out := make([]Input, len(sigs))
+	for i, r := range sigs {
+		out[i].Label = r.label
+		if r.label == accepted.Label {
+			out[i].Components = accepted.Components
+			continue
+		}
+		out[i].Components = stringItems(r.input)
+	}
+	return out
+}
+
+// stringItems are the items of il that are strings, in order.
+func stringItems(il httpsfv.InnerList) []string {
+	var out []string
+	for _, it := range il.Items {
+		if c, ok := it.Value.(string); ok {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // maxRefusalsSaid bounds the refusals the error of a request with several signatures
@@ -289,6 +372,7 @@ type verification struct {
 	req      *http.Request
 	policy   Policy
 	resolve  func(*Signature) (any, error)
+	leaves   *LeafCache // nil: parse every leaf
 	bodyRead bool
 	body     *heldBody
 	bodyErr  error
@@ -328,7 +412,7 @@ func (v *verification) one(r received) (*Signature, *Error) {
 	if o, err := v.coverage(sig.Components); err != nil {
 		return fail(o, "%v", err)
 	}
-	params, err := httpsfv.Marshal(r.input)
+	params, err := signatureParams(sig.Components, r.input)
 	if err != nil {
 		return fail(Malformed, "Signature-Input cannot be serialized: %v", err)
 	}
@@ -338,7 +422,7 @@ func (v *verification) one(r received) (*Signature, *Error) {
 	}
 	// 4. The key.
 	if strings.HasPrefix(sig.KeyID, CertificateKeyIDPrefix) {
-		cert, err := certificate(v.req.Header, sig.KeyID)
+		cert, err := certificate(v.req.Header, sig.KeyID, v.leaves, now)
 		if err != nil {
 			return fail(UnknownKey, "%v", err)
 		}
@@ -365,6 +449,26 @@ func (v *verification) one(r received) (*Signature, *Error) {
 		}
 	}
 	return sig, nil
+}
+
+// signatureParams serializes a received Signature-Input member for the @signature-params
+// line (RFC 9421 §2.3) as httpsfv.Marshal does, with the signer's serializer where every
+// parameter is an integer or a string (the profile's, and what clients send): components
+// are strings without parameters (parseSignature checked), and parsed strings are
+// printable ASCII. Any other parameter goes through httpsfv.
+func signatureParams(components []string, il httpsfv.InnerList) (string, error) {
+	names := il.Params.Names()
+	ps := make([]param, 0, len(names))
+	for _, name := range names {
+		v, _ := il.Params.Get(name)
+		switch v.(type) {
+		case int64, string:
+			ps = append(ps, param{name: name, value: v})
+		default:
+			return httpsfv.Marshal(il)
+		}
+	}
+	return serializeParams(components, ps), nil
 }
 
 // parseSignature checks the parameters every signature carries (KEP-6308 "Signature-Input
@@ -475,31 +579,6 @@ func requiredHeader(h http.Header, components []string, name string, accepted []
 		return fmt.Errorf("required header %s has a value this server does not accept", name)
 	}
 	return nil
-}
-
-// certificate returns the leaf in CertificateHeader if its digest is the one keyid names
-// (KEP-6308 "Identity from a certificate": recomputed from the bytes received).
-func certificate(h http.Header, keyid string) (*x509.Certificate, error) {
-	lines := h.Values(CertificateHeader)
-	switch {
-	case len(lines) == 0:
-		return nil, fmt.Errorf("keyid %s names a certificate but the request has no %s", Quote(keyid), CertificateHeader)
-	case len(lines) > 1 || len(lines[0]) > maxCertificateBytes:
-		return nil, fmt.Errorf("%s must be one field line of at most %d bytes", CertificateHeader, maxCertificateBytes)
-	}
-	item, err := httpsfv.UnmarshalItem(lines)
-	der, isBytes := item.Value.([]byte)
-	if err != nil || !isBytes {
-		return nil, fmt.Errorf("%s is not a structured field byte sequence", CertificateHeader)
-	}
-	if CertificateKeyID(der) != keyid {
-		return nil, fmt.Errorf("keyid %s is not the SHA-256 of the certificate in %s", Quote(keyid), CertificateHeader)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", CertificateHeader, err)
-	}
-	return cert, nil
 }
 
 // readBody reads the request body once for every signature that needs it.

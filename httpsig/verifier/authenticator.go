@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dunglas/httpsfv"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
@@ -69,6 +68,7 @@ type Authenticator struct {
 	cfg       *Config
 	o         Options
 	cache     *certmemo.Memo[cacheKey, *authenticationv1.UserInfo]
+	leaves    *httpsig.LeafCache         // parsed, by the bytes received; what they are trusted for is in cache
 	resolvers map[string]*resolverClient // by authenticator name
 	err       error                      // a resolver client that could not be made
 }
@@ -90,7 +90,8 @@ func New(cfg *Config, o Options) *Authenticator {
 	if o.CacheSize <= 0 {
 		o.CacheSize = DefaultCacheSize
 	}
-	a := &Authenticator{cfg: cfg, o: o, cache: &certmemo.Memo[cacheKey, *authenticationv1.UserInfo]{Size: o.CacheSize}, resolvers: map[string]*resolverClient{}}
+	a := &Authenticator{cfg: cfg, o: o, cache: &certmemo.Memo[cacheKey, *authenticationv1.UserInfo]{Size: o.CacheSize},
+		leaves: httpsig.NewLeafCache(o.CacheSize), resolvers: map[string]*resolverClient{}}
 	for _, r := range cfg.resolvers {
 		c, err := newResolverClient(r, o.Metrics, o.Now)
 		if err != nil {
@@ -123,8 +124,15 @@ func (r *refusal) Error() string { return r.err.Error() }
 // request's BodyReserver refuses to let it buffer is not a refusal of the signature: its
 // error is returned as it is and counts in no metric.
 func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserInfo, error) {
+	user, _, err := a.authenticateSigned(req)
+	return user, err
+}
+
+// authenticateSigned is Authenticate, also giving the members of Signature-Input it
+// parsed, so that the Handler does not parse them again.
+func (a *Authenticator) authenticateSigned(req *http.Request) (*authenticationv1.UserInfo, []httpsig.Input, error) {
 	if req.Header.Get("Signature-Input") == "" && req.Header.Get("Signature") == "" {
-		return nil, &httpsig.Error{Outcome: Unsigned, Err: errors.New("the request is not signed: send a KEP-6308 HTTP message signature (Signature-Input and Signature)")}
+		return nil, nil, &httpsig.Error{Outcome: Unsigned, Err: errors.New("the request is not signed: send a KEP-6308 HTTP message signature (Signature-Input and Signature)")}
 	}
 	now := a.o.Now()
 	policy := a.cfg.Policy
@@ -166,27 +174,27 @@ func (a *Authenticator) Authenticate(req *http.Request) (*authenticationv1.UserI
 		}
 		return key, nil
 	}
-	sig, err := httpsig.Verify(req, policy, resolve)
+	v, err := httpsig.VerifyRequest(req, policy, resolve, httpsig.VerifyOptions{Leaves: a.leaves})
 	if he := (*httpsig.Error)(nil); err != nil && !errors.As(err, &he) {
-		return nil, err // not a refusal: the server cannot hold the body now
+		return nil, nil, err // not a refusal: the server cannot hold the body now
 	}
 	if err != nil {
-		return nil, a.refused(err, claimed, last)
+		return nil, nil, a.refused(err, claimed, last)
 	}
-	if resolved != nil && resolved.client.cfg.consume && signatureCount(req.Header) > 1 {
+	if n := len(v.Inputs); resolved != nil && resolved.client.cfg.consume && n > 1 {
 		// Only the accepted signature's nonce could be recorded: the same request with it
 		// removed would pass again under the next (issue 31 review, F4).
-		return nil, a.refused(&refusal{authenticator: claimed, outcome: httpsig.Malformed, err: fmt.Errorf("authenticator %q records nonces, and the request carries %d signatures, of which only one could be recorded: sign it once", claimed, signatureCount(req.Header))}, claimed, nil)
+		return nil, nil, a.refused(&refusal{authenticator: claimed, outcome: httpsig.Malformed, err: fmt.Errorf("authenticator %q records nonces, and the request carries %d signatures, of which only one could be recorded: sign it once", claimed, n)}, claimed, nil)
 	}
 	if resolved != nil {
 		// Only now, with the signature verified, may its nonce be recorded: an
 		// unauthenticated client must not be able to burn another's nonces.
-		if err := resolved.client.consumeNonce(req.Context(), sig, resolved.maxAge, policy.MaxClockSkew); err != nil {
-			return nil, a.refused(err, claimed, nil)
+		if err := resolved.client.consumeNonce(req.Context(), v.Signature, resolved.maxAge, policy.MaxClockSkew); err != nil {
+			return nil, nil, a.refused(err, claimed, nil)
 		}
 	}
 	a.o.Metrics.outcome(claimed, httpsig.Accepted)
-	return user, nil
+	return user, v.Inputs, nil
 }
 
 // resolution is a key a resolver vouched for: the key to verify with, its user, the
@@ -362,14 +370,4 @@ func reservedName(u *authenticationv1.UserInfo) string {
 		}
 	}
 	return ""
-}
-
-// signatureCount is the number of signatures Signature-Input names (parsed already by
-// httpsig.Verify, which accepted one of them).
-func signatureCount(h http.Header) int {
-	d, err := httpsfv.UnmarshalDictionary(h.Values("Signature-Input"))
-	if err != nil {
-		return 0
-	}
-	return len(d.Names())
 }

@@ -29,12 +29,18 @@ func leafFrom(t *testing.T, ca *testpki.CA, cn string, orgs []string, notBefore,
 	if err != nil {
 		t.Fatal(err)
 	}
+	return leafFor(t, ca, cn, key, notBefore, notAfter, orgs...), key
+}
+
+// leafFor is leafFrom for a key the test already has.
+func leafFor(t *testing.T, ca *testpki.CA, cn string, key *ecdsa.PrivateKey, notBefore, notAfter time.Time, orgs ...string) *x509.Certificate {
+	t.Helper()
 	u, _ := url.Parse("spiffe://example.org/" + cn)
 	path, err := ca.IssueForPeriod(cn, &x509.Certificate{Subject: pkix.Name{CommonName: cn, Organization: orgs}, URIs: []*url.URL{u}}, key.Public(), notBefore, notAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parseCertFile(t, path), key
+	return parseCertFile(t, path)
 }
 
 func parseCertFile(t *testing.T, path string) *x509.Certificate {

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dunglas/httpsfv"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/kplug/kplug/httpsig"
@@ -33,27 +32,21 @@ var consumed = map[string]bool{"signature": true, "signature-input": true, strin
 
 // newVerified records r as it was authenticated. Every field that any signature in
 // Signature-Input covers counts, not only the accepted signature's: stricter, and the
-// same whichever RequestAuthenticator accepted the request.
-func newVerified(r *http.Request, user *authenticationv1.UserInfo) (*verified, error) {
+// same whichever RequestAuthenticator accepted the request. inputs are the members of
+// Signature-Input as the authenticator parsed them; nil if it did not, and then they are
+// parsed here.
+func newVerified(r *http.Request, user *authenticationv1.UserInfo, inputs []httpsig.Input) (*verified, error) {
 	v := &verified{user: user, method: r.Method, fields: map[string][]string{}}
 	v.path, v.query = httpsig.Target(r)
-	inputs := r.Header.Values("Signature-Input")
-	if len(inputs) == 0 {
-		return v, nil // an authenticator that does not use signatures
-	}
-	d, err := httpsfv.UnmarshalDictionary(inputs)
-	if err != nil {
-		return nil, fmt.Errorf("Signature-Input is not a structured field dictionary: %w", err)
-	}
-	for _, label := range d.Names() {
-		m, _ := d.Get(label)
-		il, ok := m.(httpsfv.InnerList)
-		if !ok {
-			continue
+	if inputs == nil {
+		var err error
+		if inputs, err = httpsig.ParseInputs(r.Header); err != nil {
+			return nil, err
 		}
-		for _, it := range il.Items {
-			c, isString := it.Value.(string)
-			if !isString || strings.HasPrefix(c, "@") || consumed[c] {
+	}
+	for _, in := range inputs {
+		for _, c := range in.Components {
+			if strings.HasPrefix(c, "@") || consumed[c] {
 				continue
 			}
 			if lines := fieldLines(r.Header, c); len(lines) > 0 {

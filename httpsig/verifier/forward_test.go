@@ -161,6 +161,13 @@ func TestSecurityUpstreamReceivesWhatWasVerified(t *testing.T) {
 		}, want: `signature proxy: the Connection header names "content-type": only close, keep-alive and upgrade are accepted, because a proxy removes every field that Connection names before it forwards the request`},
 		{name: "covered TE that forwarding rewrites", extra: map[string]string{"TE": "trailers, deflate"},
 			want: "signature proxy: the signed field te would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
+		// Issue 33 item 4: the handler takes every label's components from the
+		// authenticator's one parse, the refused labels' too.
+		{name: "TE covered by a signature that was not accepted", tamper: func(r *http.Request) {
+			r.Header.Set("TE", "trailers, deflate")
+			r.Header.Set("Signature-Input", `sig0=("te");created=1;keyid="k";alg="ed25519";tag="kubernetes";nonce="n", `+r.Header.Get("Signature-Input"))
+			r.Header.Set("Signature", `sig0=:AAAA:, `+r.Header.Get("Signature"))
+		}, want: "signature proxy: the signed field te would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 		{name: "covered Keep-Alive", extra: map[string]string{"Keep-Alive": "timeout=5"},
 			want: "signature proxy: the signed field keep-alive would not reach kube-apiserver as it was signed (a proxy removes or rewrites it): send the request without covering it"},
 		{name: "covered Upgrade without Connection: upgrade", extra: map[string]string{"Upgrade": "websocket"},
@@ -233,7 +240,7 @@ func TestVerifiedCheck(t *testing.T) {
 	in.Header.Set("Content-Length", "2")
 	in.Header.Add("X-Custom", "a")
 	in.Header.Add("X-Custom", "b")
-	v, err := newVerified(in, alice)
+	v, err := newVerified(in, alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

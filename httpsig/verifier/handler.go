@@ -26,6 +26,22 @@ type RequestAuthenticator interface {
 	Authenticate(req *http.Request) (*authenticationv1.UserInfo, error)
 }
 
+// signedAuthenticator is a RequestAuthenticator that parsed Signature-Input to accept a
+// request, and gives what it found: *Authenticator and *Proxy are.
+type signedAuthenticator interface {
+	authenticateSigned(req *http.Request) (*authenticationv1.UserInfo, []httpsig.Input, error)
+}
+
+// authenticate runs a, and gives the members of Signature-Input from a's own parse when it
+// made one (nil when it did not).
+func authenticate(a RequestAuthenticator, r *http.Request) (*authenticationv1.UserInfo, []httpsig.Input, error) {
+	if s, ok := a.(signedAuthenticator); ok {
+		return s.authenticateSigned(r)
+	}
+	user, err := a.Authenticate(r)
+	return user, nil, err
+}
+
 // RequestHeaders names the identity headers kube-apiserver reads from its front proxy,
 // as its --requestheader-* flags do. The first of each list is set; all are removed from
 // clients' requests.
@@ -183,7 +199,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the connection by trickling it. Unsupported only by test recorders.
 		_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout))
 	}
-	user, err := h.o.Authenticator.Authenticate(r)
+	user, inputs, err := authenticate(h.o.Authenticator, r)
 	if body != nil && (errors.Is(err, errOverBudget) || errors.Is(err, errOverShare)) {
 		h.refuse(w, r, h.overBudget(err))
 		return
@@ -211,7 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Time{}) // the body is in; an upgraded connection lives on
 		body.keep(r)
 	}
-	v, err := newVerified(r, user)
+	v, err := newVerified(r, user, inputs)
 	if err != nil { // not reached: the request was accepted with the same fields
 		h.refuse(w, r, rejection{code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest, message: "signature proxy: " + err.Error(),
 			level: slog.LevelInfo, event: "signature proxy: refused", attrs: []any{errorAttr(err)}})

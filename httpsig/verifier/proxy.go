@@ -19,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/requestheader"
 	"github.com/kplug/kplug/internal/reverseproxy"
 )
@@ -136,6 +137,10 @@ func NewProxy(o ProxyOptions) (*Proxy, error) {
 // Authenticate authenticates with the configuration in use.
 func (p *Proxy) Authenticate(req *http.Request) (*authenticationv1.UserInfo, error) {
 	return p.auth.Load().Authenticate(req)
+}
+
+func (p *Proxy) authenticateSigned(req *http.Request) (*authenticationv1.UserInfo, []httpsig.Input, error) {
+	return p.auth.Load().authenticateSigned(req)
 }
 
 // ServeHTTP is the Handler's once Serve has found that kube-apiserver reads no identity

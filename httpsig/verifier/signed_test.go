@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,5 +137,40 @@ func TestAuthenticateSignedRequests(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.auth.o.Metrics.unclaimed.WithLabelValues(string(NotCertificate))); got != 1 {
 		t.Errorf("unclaimed not_certificate = %v", got)
+	}
+}
+
+// The parsed-leaf cache of issue 33 item 4 keeps every check: a leaf Authenticate has
+// parsed before is still validated against the anchors at the request's time (past its
+// notAfter, where the memory of its validation has lapsed too, it is refused as it was
+// before), and a certificate re-issued for the same key is its own, never the one
+// remembered.
+func TestAuthenticateRemembersLeavesAndKeepsTheChecks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var now atomic.Int64
+	now.Store(f.now.UnixNano())
+	a := New(f.cfg, Options{Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	srv := newAuthServer(t, a)
+	leaf, key := leafFrom(t, f.ca1, "alice", nil, f.now.Add(-time.Hour), f.now.Add(time.Hour))
+	const aud = "https://cluster.example"
+	send := func(cert *x509.Certificate, at time.Time) (*authenticationv1.UserInfo, error) {
+		now.Store(at.UnixNano())
+		return srv.send(t, key, cert, "", aud, at, http.MethodGet, "/api", "", nil)
+	}
+	for range 2 {
+		if u, err := send(leaf, f.now); err != nil || u.Username != "cert:alice" {
+			t.Fatalf("alice: %v %v", u, err)
+		}
+	}
+	if a.leaves.Len() != 1 {
+		t.Errorf("%d leaves remembered after two requests with one certificate", a.leaves.Len())
+	}
+	renewed := leafFor(t, f.ca1, "alice-renewed", key, f.now.Add(-time.Hour), f.now.Add(2*time.Hour))
+	if u, err := send(renewed, f.now); err != nil || u.Username != "cert:alice-renewed" {
+		t.Errorf("the re-issued certificate: %v %v", u, err)
+	}
+	if u, err := send(leaf, f.now.Add(time.Hour+time.Minute)); u != nil || outcomeOf(err) != InvalidCertificate {
+		t.Errorf("alice's certificate past its notAfter: user %v, error %v (%s); want %s", u, err, outcomeOf(err), InvalidCertificate)
 	}
 }

@@ -168,7 +168,7 @@ func loopbackUpstream(tb testing.TB) (upstream *httptest.Server, newHandler func
 	}
 }
 
-// frontProxies are the three handlers compared, all verifier.Handler forwarding to one
+// frontProxies are the handlers compared, all verifier.Handler forwarding to one
 // upstream over loopback HTTP.
 func frontProxies(tb testing.TB, s *signatureSetup, token string) (upstream *httptest.Server, handlers map[string]http.Handler) {
 	tb.Helper()
@@ -187,6 +187,7 @@ func frontProxies(tb testing.TB, s *signatureSetup, token string) (upstream *htt
 		"unauthenticated": newHandler(fixedUser{&authenticationv1.UserInfo{Username: "alice", Groups: []string{"developers"}}}),
 		"bearer-token":    bearer,
 		"httpsig":         newHandler(verifier.New(s.cfg, verifier.Options{})),
+		"httpsig-fresh":   newHandler(verifier.New(s.cfg, verifier.Options{})),
 		"httpsig-ed25519": newHandler(verifier.New(s.cfg, verifier.Options{})),
 	}
 }
@@ -214,60 +215,75 @@ func serveOnce(tb testing.TB, h http.Handler, header http.Header) {
 // own bearer token authentication (k8s.io/apiserver's bearertoken over a token file), both
 // in the same front-proxy handler forwarding to a loopback upstream, beside the handler
 // with no authentication at all. The certificate's validation is memoized, as it is after
-// a client's first request. The httpsig row signs with ECDSA P-256; httpsig-ed25519, the
-// same with an Ed25519 key, is what the cheapest asymmetric key the profile allows costs.
+// a client's first request. The httpsig row signs with ECDSA P-256 and reuses one
+// signature; httpsig-fresh sends a new one with each request, as a client does (nothing
+// keyed by the signature can help it); httpsig-ed25519, the same as httpsig with an
+// Ed25519 key, is what the cheapest asymmetric key the profile allows costs. Each row
+// also reports cpu-µs/op (cpuMeter), which a loaded machine inflates less than wall time.
 func BenchmarkSignatureProxy(b *testing.B) {
 	s := newSignatureSetup(b)
 	const token = "0123456789abcdef0123456789abcdef"
 	upstream, handlers := frontProxies(b, s, token)
 	defer upstream.Close()
-	headers := map[string]http.Header{
+	headers := s.benchHeaders(b, token)
+	for _, name := range []string{"unauthenticated", "bearer-token", "httpsig", "httpsig-fresh", "httpsig-ed25519"} {
+		h := handlers[name]
+		b.Run(name, func(b *testing.B) {
+			meter := &cpuMeter{}
+			next := headers(name, meter)
+			measure(b, meter, func() { serveOnce(b, h, next(b)) })
+		})
+	}
+}
+
+// benchHeaders gives, for a row of the signature benchmarks, what makes each of its
+// requests' headers; the fresh row's signatures are made in batches off the meter.
+func (s *signatureSetup) benchHeaders(b *testing.B, token string) func(row string, meter *cpuMeter) func(*testing.B) http.Header {
+	b.Helper()
+	key := httpsig.Key{Signer: s.key, Certificate: s.leaf}
+	reused := map[string]http.Header{
 		"unauthenticated": {"Accept": {"application/json"}},
 		"bearer-token":    {"Accept": {"application/json"}, "Authorization": {"Bearer " + token}},
-		"httpsig":         s.signedHeaders(b),
+		"httpsig":         s.signedHeadersWith(b, key),
 		"httpsig-ed25519": s.signedHeadersWith(b, httpsig.Key{Signer: s.edKey, Certificate: s.edLeaf}),
 	}
-	for _, name := range []string{"unauthenticated", "bearer-token", "httpsig", "httpsig-ed25519"} {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				serveOnce(b, handlers[name], headers[name])
-			}
-		})
+	return func(row string, meter *cpuMeter) func(*testing.B) http.Header {
+		if row == "httpsig-fresh" {
+			return (&freshSignatures{key: key, meter: meter}).next
+		}
+		h := reused[row]
+		return func(*testing.B) http.Header { return h }
 	}
 }
 
 // BenchmarkSignatureAuthentication is the authentication step alone, without the proxy:
 // k8s.io/apiserver's bearer token authenticator over a token file beside the verifier's
-// Authenticate (an ECDSA P-256 signature under a certificate whose validation is cached).
+// Authenticate (an ECDSA P-256 signature under a certificate whose validation is cached;
+// the rows are BenchmarkSignatureProxy's).
 func BenchmarkSignatureAuthentication(b *testing.B) {
 	s := newSignatureSetup(b)
 	const token = "0123456789abcdef0123456789abcdef"
 	tokens := bearertoken.New(tokenfile.New(map[string]*user.DefaultInfo{token: {Name: "alice"}}))
 	auth := verifier.New(s.cfg, verifier.Options{})
-	signed := s.signedHeaders(b)
-	newRequest := targetRequest
-	b.Run("bearer-token", func(b *testing.B) {
-		for b.Loop() {
-			if _, ok, err := tokens.AuthenticateRequest(newRequest(http.Header{"Authorization": {"Bearer " + token}})); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-		}
-	})
-	b.Run("httpsig", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := auth.Authenticate(newRequest(signed)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	signedEd := s.signedHeadersWith(b, httpsig.Key{Signer: s.edKey, Certificate: s.edLeaf})
-	b.Run("httpsig-ed25519", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := auth.Authenticate(newRequest(signedEd)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	headers := s.benchHeaders(b, token)
+	for _, name := range []string{"bearer-token", "httpsig", "httpsig-fresh", "httpsig-ed25519"} {
+		b.Run(name, func(b *testing.B) {
+			meter := &cpuMeter{}
+			next := headers(name, meter)
+			measure(b, meter, func() {
+				req := targetRequest(next(b))
+				if name == "bearer-token" {
+					if _, ok, err := tokens.AuthenticateRequest(req); !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+					return
+				}
+				if _, err := auth.Authenticate(req); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
 }
 
 // TestSignatureProxyIdentityReadByAPIServer: the identity headers the front proxy sets are
