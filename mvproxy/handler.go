@@ -52,10 +52,12 @@ type HandlerOptions struct {
 // Handler routes each request to the local handler or a capable peer and serves the
 // peer-aggregated discovery document. It is safe for concurrent use.
 type Handler struct {
-	o      HandlerOptions
-	log    *slog.Logger
-	peer   *httputil.ReverseProxy
-	merged *discovery.MergedHandler
+	o    HandlerOptions
+	log  *slog.Logger
+	peer *httputil.ReverseProxy
+	// peerStreams serves with peer, streams with small copy buffers.
+	peerStreams http.Handler
+	merged      *discovery.MergedHandler
 	// refreshing is set while a background refresh of stale local discovery runs.
 	refreshing atomic.Bool
 }
@@ -90,6 +92,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		ErrorLog:       reverseproxy.ErrorLog(h.log),
 		BufferPool:     reverseproxy.BufferPool,
 	}
+	h.peerStreams = reverseproxy.StreamsWithSmallBuffers(h.peer)
 	h.merged = &discovery.MergedHandler{Local: o.Local, Peers: o.Directory.PeerGroups, Observe: o.Metrics.mergedCache, Logger: h.log}
 	return h, nil
 }
@@ -177,7 +180,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Spread load; the order is also the failover order.
 		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] }) //nolint:gosec // load spreading, not security
 		ctx := context.WithValue(r.Context(), routeKey{}, &routeState{gvr: gvr, peers: peers})
-		h.peer.ServeHTTP(w, r.WithContext(ctx))
+		h.peerStreams.ServeHTTP(w, r.WithContext(ctx))
 	}
 }
 

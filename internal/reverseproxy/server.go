@@ -26,6 +26,10 @@ const (
 	MaxHeaderValues = 16384
 )
 
+// http2Window is the HTTP/2 frame size and per-stream receive window of the proxies'
+// listeners and of their upstream transports: most API objects fit one frame.
+const http2Window = 256 << 10
+
 // LimitHeaders sets srv's request header limits: maxBytes of header, and MaxHeaderValues
 // values where the Go that builds kplug counts them (1.27 on), so that what a proxy admits
 // does not depend on that Go's defaults.
@@ -41,10 +45,7 @@ func LimitHeaders(srv *http.Server, maxBytes int) {
 // buffer per connection. It has no write timeout, which would cut watches and exec
 // sessions. tlsConfig and errorLog may be nil.
 func NewServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *http.Server {
-	const (
-		frame   = 256 << 10 // most API objects fit one frame
-		streams = 100       // what clients open at most; more is abuse
-	)
+	const streams = 100 // what clients open at most; more is abuse
 	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         tlsConfig,
@@ -53,9 +54,9 @@ func NewServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *htt
 		IdleTimeout:       90 * time.Second,
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams:          streams,
-			MaxReadFrameSize:              frame,
-			MaxReceiveBufferPerStream:     frame,
-			MaxReceiveBufferPerConnection: frame * streams,
+			MaxReadFrameSize:              http2Window,
+			MaxReceiveBufferPerStream:     http2Window,
+			MaxReceiveBufferPerConnection: http2Window * streams,
 		},
 	}
 	LimitHeaders(srv, MaxHeaderBytes)

@@ -63,6 +63,7 @@ type seen struct {
 	Token   bool     `json:"token"`
 	Remote  bool     `json:"remoteHeaders"`
 	Body    string   `json:"body"`
+	Proto   string   `json:"proto"`
 }
 
 func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -98,10 +99,8 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b.drop.Load() {
 		_, _ = io.ReadAll(r.Body)
 		b.received.Add(1)
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = conn.Close()
-		}
-		return
+		// The connection closed over HTTP/1.1, the stream reset over HTTP/2.
+		panic(http.ErrAbortHandler)
 	}
 	switch {
 	case r.Header.Get("Upgrade") == "test-echo":
@@ -124,6 +123,7 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(seen{
 			Server: b.name, User: user, Groups: groups, Proxied: r.Header.Get(mvproxy.ProxiedHeader),
 			Token: r.Header.Get("Authorization") != "", Remote: r.Header.Get("X-Remote-User") != "", Body: string(body),
+			Proto: r.Proto,
 		})
 	}
 }
@@ -182,6 +182,19 @@ type testNode struct {
 	reg     *prometheus.Registry
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// peerProto is the protocol of the last request a peer sent (r.Proto).
+	peerProto atomic.Value
+}
+
+// recordPeerProto records in peerProto the protocol of requests that come with a
+// client certificate from the front-proxy CA, which only peers present here.
+func (n *testNode) recordPeerProto(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && r.TLS.PeerCertificates[0].Subject.CommonName == "front-proxy-client" {
+			n.peerProto.Store(r.Proto)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // stop ends the sidecar's background work (which deletes its Lease) and closes its
@@ -258,12 +271,14 @@ func (c *testCluster) startNode(t testing.TB, name string, doc *discovery.Docume
 	listenerTLS := serverTLSConfig(selectCertificate(s.o.PeerServerName, o.GetPeerCertificate, o.GetServingCertificate))
 	serving, _ := o.GetServingCertificate()
 	listenerTLS.Certificates = []tls.Certificate{*serving} // for clients that send no server name
-	srv := &httptest.Server{Listener: ln, Config: reverseproxy.NewServer(s.handler, nil, nil), TLS: listenerTLS}
+	n := &testNode{backend: b, sidecar: s, reg: reg, done: make(chan struct{})}
+	n.peerProto.Store("")
+	srv := &httptest.Server{Listener: ln, Config: reverseproxy.NewServer(n.recordPeerProto(s.handler), nil, nil), TLS: listenerTLS}
 	srv.StartTLS()
 	// The node runs until the test stops it or the Cleanup below does, which closes its
 	// server too: not when the test's context ends.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	n := &testNode{backend: b, sidecar: s, srv: srv, reg: reg, cancel: cancel, done: make(chan struct{})}
+	n.srv, n.cancel = srv, cancel
 	go func() {
 		defer close(n.done)
 		s.run(ctx, ln.Addr().String(), closed)
@@ -299,7 +314,9 @@ func (c *testCluster) startBackendOn(t testing.TB, name string, doc *discovery.D
 	}
 	b.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}}
 	reverseproxy.LimitHeaders(b.srv.Config, reverseproxy.MaxHeaderBytes) // kube-apiserver's, not Go's
-	b.srv.TLS = &tls.Config{Certificates: []tls.Certificate{servingCert(t, c.clusterCA)}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
+	// kube-apiserver offers both: HTTP/2 for requests, HTTP/1.1 for upgrades.
+	b.srv.TLS = &tls.Config{Certificates: []tls.Certificate{servingCert(t, c.clusterCA)}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"}}
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)
 	return b

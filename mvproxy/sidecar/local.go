@@ -89,8 +89,9 @@ func newLocalProxy(target *url.URL, plain, withProxyCert http.RoundTripper, dir 
 		ErrorLog:   reverseproxy.ErrorLog(log),
 		BufferPool: reverseproxy.BufferPool,
 	}
+	h := reverseproxy.StreamsWithSmallBuffers(rp)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sentKey{}, &reverseproxy.Sent{})))
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sentKey{}, &reverseproxy.Sent{})))
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -139,8 +138,9 @@ func verifyPeerCertificate(cert *tls.Certificate, roots *x509.CertPool, serverNa
 	return err
 }
 
-// newTransport speaks HTTP/1.1 only, so that SPDY and WebSocket upgrades (exec, attach,
-// port-forward) pass through; the local apiserver and peers are near, so 5 s bound a dial.
-func newTransport(c *tls.Config) *http.Transport {
-	return reverseproxy.HTTP1Transport(c, 5*time.Second)
+// newTransport speaks HTTP/2 to the local apiserver and peers, and HTTP/1.1 for SPDY and
+// WebSocket upgrades (exec, attach, port-forward), which must pass through; they are
+// near, so 5 s bound a dial and a ping.
+func newTransport(c *tls.Config) *reverseproxy.UpstreamTransport {
+	return reverseproxy.NewUpstreamTransport(c, 5*time.Second)
 }

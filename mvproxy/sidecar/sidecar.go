@@ -104,8 +104,8 @@ type Sidecar struct {
 	// renewLease asks the LeaseKeeper to renew at once: the local discovery changed.
 	renewLease chan struct{}
 	handler    http.Handler
-	peers      *http.Transport
-	transport  []*http.Transport
+	peers      *reverseproxy.UpstreamTransport
+	transport  []*reverseproxy.UpstreamTransport
 	guard      *reverseproxy.Guard
 }
 
@@ -148,7 +148,7 @@ func New(o Options) (*Sidecar, error) {
 		ServerName:           o.PeerServerName,
 		MinVersion:           tls.VersionTLS12,
 	})
-	s.transport = []*http.Transport{localPlain, localProxy, s.peers}
+	s.transport = []*reverseproxy.UpstreamTransport{localPlain, localProxy, s.peers}
 
 	s.local = &LocalDiscovery{
 		Directory: s.dir,

@@ -86,6 +86,7 @@ func TestSidecarRoutesAndForwardsIdentity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			tt.want.Proto = "HTTP/2.0" // to the apiserver, and to the peer (TestSidecarSpeaksHTTP2Upstream)
 			// Forged identity and loop-guard headers change nothing.
 			for _, hdr := range []http.Header{nil, forged} {
 				code, got, body := getSeen(t, tt.client, c.nodes[tt.via].srv.URL+tt.path, hdr)
@@ -235,6 +236,37 @@ func TestSidecarPassesUpgrades(t *testing.T) {
 			t.Errorf("via %d: %q", via, got)
 		}
 		_ = conn.Close()
+		// The apiserver offers HTTP/2 (its upgrade above needed HTTP/1.1), and so does
+		// the peer.
+		if via == 0 {
+			if got := c.nodes[1].peerProto.Load(); got != "HTTP/1.1" {
+				t.Errorf("the upgrade reached the peer over %q, want HTTP/1.1", got)
+			}
+		}
+	}
+}
+
+// Issue 33: the sidecar spoke HTTP/1.1 to its apiserver and its peers, so that upgrades
+// pass, and each watch held a connection of its own, with its buffers and goroutines.
+// Now what does not upgrade goes over HTTP/2, to the apiserver and to peers, and
+// upgrades still pass (TestSidecarPassesUpgrades); a watch's events still arrive one by
+// one (TestSidecarStreamsWatches).
+func TestSidecarSpeaksHTTP2Upstream(t *testing.T) {
+	c := twoServers(t)
+	client := c.httpClient(t, nil, tokenBob)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		// Only server 0 serves jobs: server 1's sidecar forwards to server 0's.
+		code, retry, body := answer(t, client, method, c.nodes[1].srv.URL+"/apis/batch/v1/namespaces/default/jobs", `{"kind":"Job"}`)
+		var got seen
+		if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || retry || err != nil {
+			t.Fatalf("%s jobs through the peer: %d %s", method, code, body)
+		}
+		if got.Server != "server-0" || got.Proto != "HTTP/2.0" {
+			t.Errorf("%s jobs through the peer: the apiserver %s saw %s, want server-0 over HTTP/2.0", method, got.Server, got.Proto)
+		}
+		if p := c.nodes[0].peerProto.Load(); p != "HTTP/2.0" {
+			t.Errorf("%s jobs reached the peer's sidecar over %q, want HTTP/2.0", method, p)
+		}
 	}
 }
 
