@@ -7,15 +7,14 @@
 # (KPLUG_TOOLS_CACHE, default ~/.cache/kplug/tools), so a fresh clone on the same machine
 # reuses them instead of spending twenty minutes rebuilding kube-apiserver.
 #
-# With tool names as arguments (hack/tools/build.sh syft), only those are built; the tools
-# in on_demand (make release's) are built only when named.
+# With tool names as arguments (hack/tools/build.sh syft), only those are built, and a name
+# that is no tool fails before anything is built; the tools in on_demand (make release's)
+# are built only when named. make demo, make cluster and make node name what they run.
 set -euo pipefail
 cd "$(dirname "$0")"
 only=" $* "
 out=$(cd ../.. && pwd)/_output/bin
 cache=${KPLUG_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kplug/tools}
-mkdir -p "$out"
-mkdir -p -m 0700 "$cache"
 
 k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)                         # e.g. v1.36.3
 previous=$(cd previous && go list -m -f '{{.Version}}' k8s.io/kubernetes)     # e.g. v1.35.4
@@ -26,8 +25,13 @@ goversion=$(go version)
 on_demand=" syft krew "
 
 # wanted NAME: whether this run builds NAME (every tool but on_demand's, unless names were
-# given).
+# given). While listing, it only records NAME in names and builds nothing.
+listing="" names=" "
 wanted() {
+	if [[ -n $listing ]]; then
+		names+="$1 "
+		return 1
+	fi
 	if [[ $only == "  " ]]; then
 		[[ $on_demand != *" $1 "* ]]
 	else
@@ -147,37 +151,57 @@ npm_module() {
 	echo "$key" >"$dest/.key"
 }
 
-build etcd go.etcd.io/etcd/server/v3
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$k8s")"
-build kubectl k8s.io/kubernetes/cmd/kubectl "$(k8s_ldflags "$k8s")"
-# The mixed version proxy's tests with real controllers and real version skew (issue 16):
-# kube-controller-manager of the same pin, and kube-apiserver of the previous minor, kept
-# under its version so that the two kube-apiservers never overwrite each other.
-build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$(k8s_ldflags "$k8s")"
-build "kube-apiserver-$previous" k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$previous")" previous
-build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
-# A node for the image credential provider tests (issue 29, test/e2e/kubelet_test.go): the
-# kubelet of the same pin; containerd 2 with its runc shim and ctr (to import the pause
-# image), static so that no btrfs or other C headers are needed (the CRI plugin, the
-# overlayfs snapshotter and the runc shim are pure Go); crictl to inspect it. runc is
-# Debian's (make deps).
-build kubelet k8s.io/kubernetes/cmd/kubelet "$(k8s_ldflags "$k8s")"
-CGO_ENABLED=0 build_release containerd github.com/containerd/containerd/v2/cmd/containerd v2.4.2
-CGO_ENABLED=0 build_release containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 v2.4.2
-CGO_ENABLED=0 build_release ctr github.com/containerd/containerd/v2/cmd/ctr v2.4.2
-CGO_ENABLED=0 build_release crictl sigs.k8s.io/cri-tools/cmd/crictl v1.37.0
-# Real exec credential plugins that test/e2e runs through kplug (docs/exec-credentials.md,
-# "Tested with real plugins"). kubelogin v0.2.22 needs Go 1.26.10; v0.2.21 is the newest
-# that the Go here (go.mod: 1.26) builds.
-build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
-build_release kubelogin github.com/Azure/kubelogin v0.2.21
-# A real registry client for the docker credential helper's end-to-end tests
-# (test/e2e/imagecred_clients_test.go): go-containerregistry's CLI, at the version the
-# library's go.mod requires, so that the keychain and the CLI are the same code.
-build_release crane github.com/google/go-containerregistry/cmd/crane v0.22.1
-# The release's tools (docs/development.md, "Releases"), built on demand: syft makes the
-# SBOMs of make release; krew installs its krew manifest in make release-check.
-build_release syft github.com/anchore/syft/cmd/syft v1.57.0 "-X main.version=1.57.0"
-build_release krew sigs.k8s.io/krew/cmd/krew v0.4.4
-# An RFC 9421 implementation nobody here wrote, for test/interop (docs/development.md).
-npm_module rfc9421
+# all_tools: every tool, in the order they are built (each call builds only what wanted
+# allows).
+all_tools() {
+	build etcd go.etcd.io/etcd/server/v3
+	build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$k8s")"
+	build kubectl k8s.io/kubernetes/cmd/kubectl "$(k8s_ldflags "$k8s")"
+	# The mixed version proxy's tests with real controllers and real version skew (issue 16):
+	# kube-controller-manager of the same pin, and kube-apiserver of the previous minor, kept
+	# under its version so that the two kube-apiservers never overwrite each other.
+	build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$(k8s_ldflags "$k8s")"
+	build "kube-apiserver-$previous" k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags "$previous")" previous
+	build golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	# A node for the image credential provider tests (issue 29, test/e2e/kubelet_test.go): the
+	# kubelet of the same pin; containerd 2 with its runc shim and ctr (to import the pause
+	# image), static so that no btrfs or other C headers are needed (the CRI plugin, the
+	# overlayfs snapshotter and the runc shim are pure Go); crictl to inspect it. runc is
+	# Debian's (make deps).
+	build kubelet k8s.io/kubernetes/cmd/kubelet "$(k8s_ldflags "$k8s")"
+	CGO_ENABLED=0 build_release containerd github.com/containerd/containerd/v2/cmd/containerd v2.4.2
+	CGO_ENABLED=0 build_release containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 v2.4.2
+	CGO_ENABLED=0 build_release ctr github.com/containerd/containerd/v2/cmd/ctr v2.4.2
+	CGO_ENABLED=0 build_release crictl sigs.k8s.io/cri-tools/cmd/crictl v1.37.0
+	# Real exec credential plugins that test/e2e runs through kplug (docs/exec-credentials.md,
+	# "Tested with real plugins"). kubelogin v0.2.22 needs Go 1.26.10; v0.2.21 is the newest
+	# that the Go here (go.mod: 1.26) builds.
+	build_release aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator v0.6.13
+	build_release kubelogin github.com/Azure/kubelogin v0.2.21
+	# A real registry client for the docker credential helper's end-to-end tests
+	# (test/e2e/imagecred_clients_test.go): go-containerregistry's CLI, at the version the
+	# library's go.mod requires, so that the keychain and the CLI are the same code.
+	build_release crane github.com/google/go-containerregistry/cmd/crane v0.22.1
+	# The release's tools (docs/development.md, "Releases"), built on demand: syft makes the
+	# SBOMs of make release; krew installs its krew manifest in make release-check.
+	build_release syft github.com/anchore/syft/cmd/syft v1.57.0 "-X main.version=1.57.0"
+	build_release krew sigs.k8s.io/krew/cmd/krew v0.4.4
+	# An RFC 9421 implementation nobody here wrote, for test/interop (docs/development.md).
+	npm_module rfc9421
+}
+
+# A name that is not a tool fails before anything is built: a misspelt name in a make
+# target would otherwise build nothing and leave the target to fail later on a binary
+# that is missing.
+listing=1
+all_tools
+listing=""
+for name in "$@"; do
+	if [[ $names != *" $name "* ]]; then
+		echo "tools: no tool is named \"$name\"; the tools are:${names% }" >&2
+		exit 2
+	fi
+done
+mkdir -p "$out"
+mkdir -p -m 0700 "$cache"
+all_tools

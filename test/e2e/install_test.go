@@ -84,6 +84,17 @@ func TestGoInstallVersion(t *testing.T) {
 	}
 }
 
+// cloneHead clones HEAD (what is committed) to parent/kplug, as a newcomer's clone: no
+// _output yet, and so no tool in it.
+func cloneHead(t *testing.T, parent string) string {
+	t.Helper()
+	clone := filepath.Join(parent, "kplug")
+	if out, err := exec.Command("git", "clone", "--quiet", "--no-local", moduleRoot(t), clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	return clone
+}
+
 // TestFreshCloneReusesTools clones HEAD and runs hack/tools/build.sh there, as `make
 // tools` in a fresh clone does: every tool must come from the cache outside the checkout
 // (~/.cache/kplug/tools), none may be built again.
@@ -91,10 +102,7 @@ func TestFreshCloneReusesTools(t *testing.T) {
 	for _, tool := range []string{"etcd", "kube-apiserver", "kubectl"} {
 		framework.ToolForTest(t, tool) // make tools has run
 	}
-	clone := filepath.Join(t.TempDir(), "kplug")
-	if out, err := exec.Command("git", "clone", "--quiet", "--no-local", moduleRoot(t), clone).CombinedOutput(); err != nil {
-		t.Fatalf("git clone: %v\n%s", err, out)
-	}
+	clone := cloneHead(t, t.TempDir())
 	start := time.Now()
 	out, err := exec.Command(filepath.Join(clone, "hack", "tools", "build.sh")).CombinedOutput()
 	if err != nil {
@@ -106,6 +114,33 @@ func TestFreshCloneReusesTools(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(clone, "_output", "bin", "kube-apiserver")); err != nil {
 		t.Errorf("kube-apiserver is not in the clone's _output/bin: %v", err)
+	}
+}
+
+// TestToolsRefuseAnUnknownName names a tool that does not exist after one that does, as a
+// make target with a misspelt name would: hack/tools/build.sh must fail on that name, with
+// the names it knows, before it builds anything (with an empty tools cache, building etcd
+// first would take minutes and leave it in _output/bin).
+func TestToolsRefuseAnUnknownName(t *testing.T) {
+	clone := cloneHead(t, t.TempDir())
+	cache := t.TempDir()
+	cmd := exec.Command(filepath.Join(clone, "hack", "tools", "build.sh"), "etcd", "kube-apisrver")
+	cmd.Env = append(os.Environ(), "KPLUG_TOOLS_CACHE="+cache)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if exit := (*exec.ExitError)(nil); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("hack/tools/build.sh etcd kube-apisrver: %v, want exit status 2", err)
+	}
+	const want = `tools: no tool is named "kube-apisrver"; the tools are: etcd kube-apiserver kubectl kube-controller-manager `
+	if got := stderr.String(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 || stdout.Len() != 0 {
+		t.Errorf("hack/tools/build.sh etcd kube-apisrver printed %q on stdout and %q on stderr, want one line on stderr starting %q", stdout.String(), got, want)
+	}
+	if entries, err := os.ReadDir(cache); err != nil || len(entries) != 0 {
+		t.Errorf("the tools cache after a refused name: %v, %v; want it empty", entries, err)
+	}
+	if _, err := os.Stat(filepath.Join(clone, "_output")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the clone's _output after a refused name: %v; want none", err)
 	}
 }
 

@@ -50,10 +50,7 @@ var releasePlatforms = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "d
 // parent/kplug and runs `make release` there with env added to the environment.
 func makeRelease(t *testing.T, parent string, env ...string) releaseBuild {
 	t.Helper()
-	clone := filepath.Join(parent, "kplug")
-	if out, err := exec.Command("git", "clone", "--quiet", "--no-local", moduleRoot(t), clone).CombinedOutput(); err != nil {
-		t.Fatalf("git clone: %v\n%s", err, out)
-	}
+	clone := cloneHead(t, parent)
 	version, err := exec.Command(filepath.Join(clone, "hack", "version.sh")).Output()
 	if err != nil {
 		t.Fatalf("hack/version.sh: %v", err)
