@@ -19,8 +19,8 @@ import (
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
-// kplugBin builds kplug, kplug-exec-cache and kplug-proxy-plugin into a directory of the test's and links the
-// pinned kubectl there, for a page's PATH.
+// kplugBin builds kplug, kplug-exec-cache and kplug-proxy-plugin into a directory of the
+// test's and links the pinned kubectl there, for a page's PATH.
 func kplugBin(t *testing.T, cp *framework.ControlPlane) string {
 	t.Helper()
 	bin := t.TempDir()
@@ -116,8 +116,8 @@ func installReplacements(t *testing.T) []string {
 }
 
 // checkInstalled checks that the page's make install put kplug, kplug-exec-cache and
-// kplug-proxy-plugin in
-// ~/go/bin and said, in the line the page then runs, that ~/go/bin is not on PATH.
+// kplug-proxy-plugin in ~/go/bin and said, in the line the page then runs, that ~/go/bin
+// is not on PATH.
 func checkInstalled(t *testing.T, home, out string) {
 	t.Helper()
 	bin := filepath.Join(home, "go", "bin")
@@ -484,7 +484,7 @@ func TestReadmeQuickstart(t *testing.T) {
 			got = append(got, e.Name())
 		}
 	}
-	if want := []string{"etcd", "kplug", "kplug-demo-plugin", "kplug-exec-cache", "kube-apiserver", "kubectl"}; !slices.Equal(got, want) {
+	if want := []string{"etcd", "kplug", "kplug-demo-plugin", "kplug-exec-cache", "kplug-proxy-plugin", "kube-apiserver", "kubectl"}; !slices.Equal(got, want) {
 		t.Errorf("make demo in a fresh clone left %v in _output/bin, want %v", got, want)
 	}
 	want := []string{
