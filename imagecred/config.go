@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,7 +31,9 @@ type Config struct {
 	Files []string
 }
 
-var configCodecs = func() serializer.CodecFactory {
+// configCodecs is built on first use, not at init: every kplug command would pay for the scheme
+// at start, a warm exec-cache hit included.
+var configCodecs = sync.OnceValue(func() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{kubeletv1.AddToScheme, kubeletv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -44,7 +47,7 @@ var configCodecs = func() serializer.CodecFactory {
 	// initialisation at the start of every kplug command, a warm exec-cache hit included.
 	scheme.AddKnownTypeWithName(kubeletV1beta1.WithKind("CredentialProviderConfig"), &kubeletv1alpha1.CredentialProviderConfig{})
 	return serializer.NewCodecFactory(scheme, serializer.EnableStrict)
-}()
+})
 
 var kubeletV1beta1 = schema.GroupVersion{Group: kubeletv1.GroupName, Version: "v1beta1"}
 
@@ -130,7 +133,7 @@ func configFiles(dir string) ([]string, error) {
 
 // decodeConfig decodes one file, JSON or YAML, of any supported version.
 func decodeConfig(data []byte) ([]kubeletv1.CredentialProvider, error) {
-	obj, gvk, err := configCodecs.UniversalDeserializer().Decode(data, nil, nil)
+	obj, gvk, err := configCodecs().UniversalDeserializer().Decode(data, nil, nil)
 	if err != nil {
 		var tm metav1.TypeMeta
 		if runtime.IsNotRegisteredError(err) && yaml.Unmarshal(data, &tm) == nil && kubeletV1beta1Kinds[tm.GroupVersionKind()] {
