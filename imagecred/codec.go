@@ -3,6 +3,7 @@ package imagecred
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,12 +14,13 @@ import (
 )
 
 // providerCodecs encode requests and decode responses with the kubelet's own scheme and a
-// strict decoder, so the bytes a plugin sees are the kubelet's.
-var providerCodecs = func() serializer.CodecFactory {
+// strict decoder, so the bytes a plugin sees are the kubelet's. Built on first use, not
+// at init: every kplug command would pay for the scheme at start.
+var providerCodecs = sync.OnceValue(func() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
 	return serializer.NewCodecFactory(scheme, serializer.EnableStrict)
-}()
+})
 
 // errDecodeResponse is deliberately the whole message: the decoder's error may quote the
 // response, which holds credentials.
@@ -31,7 +33,7 @@ func encodeRequest(apiVersion, image, token string, annotations map[string]strin
 	if err != nil {
 		return nil, fmt.Errorf("invalid apiVersion %q: %w", apiVersion, err)
 	}
-	info, ok := runtime.SerializerInfoForMediaType(providerCodecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	info, ok := runtime.SerializerInfoForMediaType(providerCodecs().SupportedMediaTypes(), runtime.ContentTypeJSON)
 	if !ok {
 		return nil, errors.New("no JSON serializer")
 	}
@@ -40,7 +42,7 @@ func encodeRequest(apiVersion, image, token string, annotations map[string]strin
 		ServiceAccountToken:       token,
 		ServiceAccountAnnotations: annotations,
 	}
-	return runtime.Encode(providerCodecs.EncoderForVersion(info.Serializer, gv), req)
+	return runtime.Encode(providerCodecs().EncoderForVersion(info.Serializer, gv), req)
 }
 
 // decodeResponse checks the response's apiVersion against the configured one and decodes it
@@ -53,7 +55,7 @@ func decodeResponse(apiVersion string, data []byte) (*credentialprovider.Credent
 	if got := gvk.GroupVersion().String(); got != apiVersion {
 		return nil, fmt.Errorf("apiVersion from credential plugin response did not match expected apiVersion:%s, actual apiVersion:%s", apiVersion, got)
 	}
-	obj, _, err := providerCodecs.UniversalDecoder(credentialprovider.SchemeGroupVersion).Decode(data, nil, nil)
+	obj, _, err := providerCodecs().UniversalDecoder(credentialprovider.SchemeGroupVersion).Decode(data, nil, nil)
 	if err != nil {
 		return nil, errDecodeResponse
 	}

@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 	kubeletv1alpha1 "k8s.io/kubelet/config/v1alpha1"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
 )
 
 // Config is a CredentialProviderConfig as the kubelet reads it: the providers of every file,
@@ -28,17 +31,35 @@ type Config struct {
 	Files []string
 }
 
-var configCodecs = func() serializer.CodecFactory {
+// configCodecs is built on first use, not at init: every kplug command would pay for the scheme
+// at start, a warm exec-cache hit included.
+var configCodecs = sync.OnceValue(func() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		kubeletv1.AddToScheme, kubeletv1beta1.AddToScheme, kubeletv1alpha1.AddToScheme,
-	} {
+	for _, add := range []func(*runtime.Scheme) error{kubeletv1.AddToScheme, kubeletv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // only registers types; fails on programming errors
 		}
 	}
+	// A kubelet.config.k8s.io/v1beta1 CredentialProviderConfig has exactly the fields of the
+	// v1alpha1 one (TestConfigV1beta1IsV1alpha1 holds them to it), so it decodes into that
+	// type. k8s.io/kubelet/config/v1beta1 also holds the KubeletConfiguration, which links
+	// component-base's feature gates and legacy metrics registry: about 3.5 ms of package
+	// initialisation at the start of every kplug command, a warm exec-cache hit included.
+	scheme.AddKnownTypeWithName(kubeletV1beta1.WithKind("CredentialProviderConfig"), &kubeletv1alpha1.CredentialProviderConfig{})
 	return serializer.NewCodecFactory(scheme, serializer.EnableStrict)
-}()
+})
+
+var kubeletV1beta1 = schema.GroupVersion{Group: kubeletv1.GroupName, Version: "v1beta1"}
+
+// kubeletV1beta1Kinds are the other kinds of kubelet.config.k8s.io/v1beta1, which the
+// kubelet knows and refuses as a CredentialProviderConfig with "wrong Kind" (a
+// KubeletConfiguration given for one, say); TestConfigV1beta1IsV1alpha1 lists them.
+var kubeletV1beta1Kinds = map[schema.GroupVersionKind]bool{
+	kubeletV1beta1.WithKind("KubeletConfiguration"):       true,
+	kubeletV1beta1.WithKind("SerializedNodeConfigSource"): true,
+	kubeletV1beta1.WithKind("ImagePullIntent"):            true,
+	kubeletV1beta1.WithKind("ImagePulledRecord"):          true,
+}
 
 // LoadConfig reads a CredentialProviderConfig from a file, or from every .json, .yaml and
 // .yml file of a directory in lexical order (kubelet 1.34+), and merges the providers. It
@@ -112,23 +133,18 @@ func configFiles(dir string) ([]string, error) {
 
 // decodeConfig decodes one file, JSON or YAML, of any supported version.
 func decodeConfig(data []byte) ([]kubeletv1.CredentialProvider, error) {
-	obj, gvk, err := configCodecs.UniversalDeserializer().Decode(data, nil, nil)
+	obj, gvk, err := configCodecs().UniversalDeserializer().Decode(data, nil, nil)
 	if err != nil {
+		var tm metav1.TypeMeta
+		if runtime.IsNotRegisteredError(err) && yaml.Unmarshal(data, &tm) == nil && kubeletV1beta1Kinds[tm.GroupVersionKind()] {
+			return nil, fmt.Errorf("failed to decode %q (wrong Kind)", tm.Kind) // as the kubelet, which knows them
+		}
 		return nil, err
 	}
 	switch c := obj.(type) {
 	case *kubeletv1.CredentialProviderConfig:
 		return c.Providers, nil
-	case *kubeletv1beta1.CredentialProviderConfig:
-		out := make([]kubeletv1.CredentialProvider, len(c.Providers))
-		for i, p := range c.Providers {
-			out[i] = kubeletv1.CredentialProvider{
-				Name: p.Name, MatchImages: p.MatchImages, DefaultCacheDuration: p.DefaultCacheDuration,
-				APIVersion: p.APIVersion, Args: p.Args, Env: convertEnv(p.Env, func(e kubeletv1beta1.ExecEnvVar) (string, string) { return e.Name, e.Value }),
-			}
-		}
-		return out, nil
-	case *kubeletv1alpha1.CredentialProviderConfig:
+	case *kubeletv1alpha1.CredentialProviderConfig: // v1alpha1 or v1beta1
 		out := make([]kubeletv1.CredentialProvider, len(c.Providers))
 		for i, p := range c.Providers {
 			out[i] = kubeletv1.CredentialProvider{

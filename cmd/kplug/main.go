@@ -7,11 +7,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	// Mozilla's root CAs, used only where the system has none: the OCI image is FROM
-	// scratch, and `kplug image-credential plugin token-exchange` in it verifies a public
-	// token endpoint.
-	_ "golang.org/x/crypto/x509roots/fallback"
-
 	"github.com/kplug/kplug/internal/cli"
 )
 

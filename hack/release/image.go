@@ -118,8 +118,9 @@ func imageLabels(version string, c commit) map[string]string {
 
 // platformImage is the image of one platform: FROM scratch, one layer holding kplug (the
 // release's static binary), the licence, a passwd entry for the non-root user and its home,
-// and /tmp. kplug needs no CA bundle in the image: it carries Go's fallback roots
-// (golang.org/x/crypto/x509roots/fallback), used only where the system has none.
+// and /tmp. kplug needs no CA bundle in the image: it carries Mozilla's roots
+// (golang.org/x/crypto/x509roots/fallback/bundle), which the token-exchange plugin loads
+// as Go's fallback roots, used only where the system has none.
 func platformImage(a archive, src string, c commit, labels map[string]string) (v1.Image, error) {
 	kplug, err := os.ReadFile(filepath.Join(a.stage, "kplug"))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,11 +58,13 @@ type Response struct {
 // request, concurrently, so a Func meant for both must be safe for concurrent use.
 type Func func(ctx context.Context, req *Request) (*Response, error)
 
-var codecs = func() serializer.CodecFactory {
+// codecs is built on first use, not at init: every kplug command would pay for the scheme
+// at start, a warm exec-cache hit included.
+var codecs = sync.OnceValue(func() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
 	return serializer.NewCodecFactory(scheme, serializer.EnableStrict)
-}()
+})
 
 // Run reads one request from in, calls f and writes its response to out. Errors say what
 // went wrong without quoting the request, which holds the service-account token.
@@ -70,7 +73,7 @@ func Run(ctx context.Context, f Func, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read request: %w", err)
 	}
-	obj, gvk, err := codecs.UniversalDecoder(credentialprovider.SchemeGroupVersion).Decode(data, nil, nil)
+	obj, gvk, err := codecs().UniversalDecoder(credentialprovider.SchemeGroupVersion).Decode(data, nil, nil)
 	if err != nil {
 		return errors.New("stdin is not a CredentialProviderRequest (credentialprovider.kubelet.k8s.io v1, v1beta1 or v1alpha1)")
 	}
@@ -106,8 +109,8 @@ func Run(ctx context.Context, f Func, in io.Reader, out io.Writer) error {
 	for k, v := range resp.Auth {
 		cresp.Auth[k] = credentialprovider.AuthConfig{Username: v.Username, Password: v.Password}
 	}
-	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
-	encoded, err := runtime.Encode(codecs.EncoderForVersion(info.Serializer, gvk.GroupVersion()), cresp)
+	info, _ := runtime.SerializerInfoForMediaType(codecs().SupportedMediaTypes(), runtime.ContentTypeJSON)
+	encoded, err := runtime.Encode(codecs().EncoderForVersion(info.Serializer, gvk.GroupVersion()), cresp)
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}

@@ -445,6 +445,7 @@ The token goes only to --endpoint: https (http only to a loopback IP address), n
 			if err != nil {
 				return invalidConfig(err)
 			}
+			useFallbackRoots() // the endpoint may be public, and the image has no CA bundle
 			return plugin.Run(cmd.Context(), f, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}

@@ -1,18 +1,24 @@
 package noncestore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // Etcd is a nonce store in etcd, shared by every replica of a resolver (and so by every
@@ -22,13 +28,21 @@ import (
 // are shared by the nonces that expire in the same second, so that a request costs one
 // transaction, not a lease grant as well. If etcd cannot be reached, Consume fails: a
 // resolver must then refuse, never accept.
+//
+// It speaks etcd's v3 JSON gateway (POST /v3/kv/txn, /v3/lease/grant, served on every
+// client URL) over net/http rather than gRPC through go.etcd.io/etcd/client/v3: two calls
+// do not need etcd's client, and its generated API packages cost every kplug command
+// about 3 ms at start, a warm `kplug exec-cache` hit included. Make one with DialEtcd;
+// it is safe for concurrent use.
 type Etcd struct {
-	Client *clientv3.Client
-	// Prefix is put before every key; default "/kplug/nonces/".
-	Prefix string
+	prefix    string
+	endpoints []string // client URLs, without a trailing slash
+	client    *http.Client
+
+	current atomic.Int64 // the endpoint that answered last
 
 	mu     sync.Mutex
-	leases map[int64]clientv3.LeaseID // expiry (unix second) -> lease ending then
+	leases map[int64]int64 // expiry (unix second) -> ID of the lease ending then
 }
 
 // Consume records nonce for keyID until expires, and reports whether it was new.
@@ -37,12 +51,16 @@ func (e *Etcd) Consume(ctx context.Context, keyID, nonce string, expires time.Ti
 	if err != nil {
 		return false, "", err
 	}
-	k := e.key(keyID, nonce)
-	resp, err := e.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, "", clientv3.WithLease(lease))).
-		Commit()
-	if err != nil {
+	k := base64.StdEncoding.EncodeToString([]byte(e.key(keyID, nonce)))
+	// Put the key with the lease if nothing ever created it (create_revision 0).
+	txn := map[string]any{
+		"compare": []any{map[string]any{"result": "EQUAL", "target": "CREATE", "key": k, "create_revision": "0"}},
+		"success": []any{map[string]any{"request_put": map[string]any{"key": k, "lease": strconv.FormatInt(lease, 10)}}},
+	}
+	var resp struct {
+		Succeeded bool `json:"succeeded"`
+	}
+	if err := e.call(ctx, "/v3/kv/txn", txn, &resp); err != nil {
 		return false, "", fmt.Errorf("recording the nonce in etcd: %w", err)
 	}
 	if !resp.Succeeded {
@@ -54,7 +72,7 @@ func (e *Etcd) Consume(ctx context.Context, keyID, nonce string, expires time.Ti
 // key names a record by digests of the key ID and the nonce: both are client-chosen, and
 // a digest bounds the key's size and keeps "/" out of it.
 func (e *Etcd) key(keyID, nonce string) string {
-	prefix := e.Prefix
+	prefix := e.prefix
 	if prefix == "" {
 		prefix = "/kplug/nonces/"
 	}
@@ -65,7 +83,7 @@ func (e *Etcd) key(keyID, nonce string) string {
 
 // lease returns a lease that ends at the first whole second at or after expires (etcd
 // may keep it a little longer, never shorter), granting one if none does yet.
-func (e *Etcd) lease(ctx context.Context, expires time.Time) (clientv3.LeaseID, error) {
+func (e *Etcd) lease(ctx context.Context, expires time.Time) (int64, error) {
 	at := expires.Unix()
 	if expires.After(time.Unix(at, 0)) {
 		at++
@@ -73,7 +91,7 @@ func (e *Etcd) lease(ctx context.Context, expires time.Time) (clientv3.LeaseID, 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.leases == nil {
-		e.leases = map[int64]clientv3.LeaseID{}
+		e.leases = map[int64]int64{}
 	}
 	now := time.Now().Unix()
 	for sec := range e.leases {
@@ -86,23 +104,104 @@ func (e *Etcd) lease(ctx context.Context, expires time.Time) (clientv3.LeaseID, 
 	}
 	// The TTL counts from the grant; a second more covers the grant's own delay.
 	ttl := max(at-now+1, 2)
-	resp, err := e.Client.Grant(ctx, ttl)
-	if err != nil {
+	var resp struct {
+		ID    int64  `json:"ID,string"`
+		Error string `json:"error"`
+	}
+	if err := e.call(ctx, "/v3/lease/grant", map[string]string{"TTL": strconv.FormatInt(ttl, 10)}, &resp); err != nil {
 		return 0, fmt.Errorf("granting an etcd lease for nonces: %w", err)
+	}
+	if resp.Error != "" || resp.ID == 0 {
+		return 0, fmt.Errorf("granting an etcd lease for nonces: etcd granted no lease: %q", resp.Error)
 	}
 	e.leases[at] = resp.ID
 	return resp.ID, nil
 }
 
-// DialEtcd connects to etcd at endpoints (client URLs) for a nonce store under prefix
-// ("" for the default); close the client when done. Dialing does not wait for etcd: an
-// unreachable etcd fails each Consume, so the resolver refuses, and recovers with it.
+// call posts req as JSON to path at the endpoint that answered last, and decodes the answer
+// into resp. It moves on to the next endpoint only when one cannot be connected to: a
+// request that reached etcd is never sent twice, since a transaction sent again would find
+// its own record and refuse the nonce.
+func (e *Etcd) call(ctx context.Context, path string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	first := int(e.current.Load())
+	var errs []error
+	for i := range e.endpoints {
+		n := (first + i) % len(e.endpoints)
+		err := e.post(ctx, e.endpoints[n]+path, body, resp)
+		if err == nil {
+			e.current.Store(int64(n))
+			return nil
+		}
+		errs = append(errs, err)
+		if !notConnected(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Etcd) post(ctx context.Context, u string, body []byte, resp any) error {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hresp, err := e.client.Do(hreq)
+	if err != nil {
+		return err
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading etcd's answer from %s: %w", u, err)
+	}
+	if hresp.StatusCode != http.StatusOK {
+		var status struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &status) != nil || status.Message == "" {
+			status.Message = strings.TrimSpace(string(data))
+		}
+		if hresp.StatusCode == http.StatusServiceUnavailable && strings.Contains(status.Message, "bad certificate") {
+			// The gateway's own connection to etcd was refused, not ours.
+			status.Message += "; etcd's JSON gateway connects to etcd with etcd's serving certificate (or --client-cert-file): with --client-cert-auth, that certificate must also be valid for client authentication"
+		}
+		return fmt.Errorf("etcd at %s answered %s: %s", u, hresp.Status, status.Message)
+	}
+	if err := json.Unmarshal(data, resp); err != nil {
+		return fmt.Errorf("etcd at %s: decoding its answer: %w", u, err)
+	}
+	return nil
+}
+
+// notConnected reports whether err is a failure to connect, so that the request was not
+// sent.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// DialEtcd returns a nonce store in etcd at endpoints (client URLs), under prefix ("" for
+// the default); close it when done. Dialing does not wait for etcd: an unreachable etcd
+// fails each Consume, so the resolver refuses, and recovers with it. timeout bounds each
+// connection attempt.
 //
 // tlsConfig, when set, is used for https endpoints (the server verified against its
 // RootCAs, a client certificate presented). An http endpoint must be on loopback: over a
-// network, whoever can change the records can replay every request they saw.
-func DialEtcd(ctx context.Context, endpoints []string, prefix string, timeout time.Duration, tlsConfig *tls.Config) (*Etcd, error) {
-	for _, e := range endpoints {
+// network, whoever can change the records can replay every request they saw. etcd serves
+// its JSON gateway by calling itself over gRPC, so with --client-cert-auth its serving
+// certificate (or its --client-cert-file) must be valid for client authentication too, as
+// kubeadm issues it.
+func DialEtcd(_ context.Context, endpoints []string, prefix string, timeout time.Duration, tlsConfig *tls.Config) (*Etcd, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("no etcd endpoint")
+	}
+	trimmed := make([]string, len(endpoints))
+	for i, e := range endpoints {
 		u, err := url.Parse(e)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 			return nil, fmt.Errorf("etcd endpoint %q: want http(s)://host:port", e)
@@ -110,16 +209,28 @@ func DialEtcd(ctx context.Context, endpoints []string, prefix string, timeout ti
 		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 			return nil, fmt.Errorf("etcd endpoint %q is plain http to another host: use https (with the etcd CA), or a loopback address", e)
 		}
+		trimmed[i] = strings.TrimSuffix(e, "/")
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: timeout, Logger: zap.NewNop(), Context: ctx, TLS: tlsConfig})
-	if err != nil {
-		return nil, err
+	if tlsConfig != nil {
+		tlsConfig = tlsConfig.Clone()
 	}
-	return &Etcd{Client: c, Prefix: prefix}, nil
+	transport := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: timeout,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 16, // a resolver's concurrent calls, kept for the next ones
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Etcd{prefix: prefix, endpoints: trimmed, client: &http.Client{Transport: transport}}, nil
 }
 
-// Close closes the etcd client.
-func (e *Etcd) Close() error { return e.Client.Close() }
+// Close closes the store's idle connections to etcd.
+func (e *Etcd) Close() error {
+	e.client.CloseIdleConnections()
+	return nil
+}
 
 func isLoopback(host string) bool {
 	if host == "localhost" {

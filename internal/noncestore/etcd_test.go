@@ -2,6 +2,9 @@ package noncestore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"net"
 	"os"
@@ -14,11 +17,17 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kplug/kplug/internal/testkit/testpki"
 )
 
 // startEtcd runs the pinned etcd that make tools builds (_output/bin/etcd) on a free
-// loopback port, or skips t without it (fails it under KPLUG_E2E_REQUIRED).
-func startEtcd(t *testing.T) (client *clientv3.Client, stop func()) {
+// loopback port, or skips t without it (fails it under KPLUG_E2E_REQUIRED). It returns
+// the client URL, and etcd's own client, which checks the records independently of the
+// store. With a CA, etcd serves https with a certificate from it and asks clients for one
+// (what --etcd-cafile, --etcd-certfile and --etcd-keyfile are for), and tlsConfig is a
+// client's; usages are those of etcd's serving certificate.
+func startEtcd(t *testing.T, ca *testpki.CA, usages ...x509.ExtKeyUsage) (endpoint string, client *clientv3.Client, tlsConfig *tls.Config, stop func()) {
 	t.Helper()
 	bin, _ := filepath.Abs(filepath.Join("..", "..", "_output", "bin", "etcd"))
 	if _, err := os.Stat(bin); err != nil {
@@ -36,17 +45,36 @@ func startEtcd(t *testing.T) (client *clientv3.Client, stop func()) {
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
 	}
-	client0 := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	scheme := "http"
+	var tlsArgs []string
+	if ca != nil {
+		scheme = "https"
+		serving, err := ca.Issue("etcd", &x509.Certificate{
+			Subject:     pkix.Name{CommonName: "etcd"},
+			ExtKeyUsage: usages,
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resolver, err := ca.IssueClient("resolver", "kplug-signature-resolver")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tlsArgs = []string{"--cert-file", serving.CertFile, "--key-file", serving.KeyFile, "--client-cert-auth", "--trusted-ca-file", ca.File}
+		tlsConfig = &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{resolver.MustTLS(t)}, MinVersion: tls.VersionTLS12}
+	}
+	client0 := fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--listen-client-urls", client0, "--advertise-client-urls", client0,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer, "--log-level", "error")
+	cmd := exec.Command(bin, append([]string{"--data-dir", t.TempDir(), "--listen-client-urls", client0, "--advertise-client-urls", client0,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default=" + peer, "--log-level", "error"}, tlsArgs...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var once sync.Once
 	stop = func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
 	t.Cleanup(stop)
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client0}, DialTimeout: 5 * time.Second})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client0}, DialTimeout: 5 * time.Second, TLS: tlsConfig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +90,15 @@ func startEtcd(t *testing.T) (client *clientv3.Client, stop func()) {
 			t.Fatalf("etcd did not answer: %v", err)
 		}
 	}
-	return c, stop
+	return client0, c, tlsConfig, stop
 }
 
 // TestEtcd: two stores sharing one etcd (two resolver replicas) accept a nonce once
 // between them, even when many consume it at once; a record is forgotten after its
 // expiry; with etcd gone, Consume fails rather than accepts.
 func TestEtcd(t *testing.T) {
-	c, stop := startEtcd(t)
-	a, b := &Etcd{Client: c}, &Etcd{Client: c}
+	endpoint, c, _, stop := startEtcd(t, nil)
+	a, b := dialEtcd(t, endpoint, nil), dialEtcd(t, endpoint, nil)
 	ctx := t.Context()
 	exp := time.Now().Add(time.Minute)
 	for i, tc := range []struct {
@@ -123,6 +151,54 @@ func TestEtcd(t *testing.T) {
 	if ok, _, err := b.Consume(down, "k4", "after", exp); ok || err == nil {
 		t.Errorf("with etcd down: accepted %v, err %v; want an error", ok, err)
 	}
+}
+
+// TestEtcdTLS: over https, the store verifies etcd's certificate against the given CA and
+// presents its client certificate, which etcd requires; without the client certificate,
+// etcd refuses it, and Consume fails. etcd's serving certificate is valid for clients
+// too, as kubeadm issues it: etcd's JSON gateway connects to etcd itself with it.
+func TestEtcdTLS(t *testing.T) {
+	ca := testpki.NewTestCA(t, "etcd-ca")
+	endpoint, c, tlsConfig, _ := startEtcd(t, ca, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	e := dialEtcd(t, endpoint, tlsConfig)
+	ctx := t.Context()
+	exp := time.Now().Add(time.Minute)
+	for i, want := range []bool{true, false} {
+		if ok, reason, err := e.Consume(ctx, "k1", "nonce-1", exp); err != nil || ok != want {
+			t.Errorf("#%d Consume = %v %q %v, want %v", i, ok, reason, err, want)
+		}
+	}
+	if resp, err := c.Get(ctx, e.key("k1", "nonce-1")); err != nil || resp.Count != 1 || resp.Kvs[0].Lease == 0 {
+		t.Errorf("the record in etcd: %v %v; want one key with a lease", resp, err)
+	}
+	anonymous := dialEtcd(t, endpoint, &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})
+	if ok, _, err := anonymous.Consume(ctx, "k2", "nonce-1", exp); ok || err == nil {
+		t.Errorf("without a client certificate: accepted %v, err %v; want an error", ok, err)
+	}
+}
+
+// TestEtcdTLSServingOnly: an etcd whose serving certificate is for servers only cannot
+// serve its JSON gateway to a client it asks for a certificate, since the gateway calls
+// etcd with that certificate; Consume fails and says which certificate to fix.
+func TestEtcdTLSServingOnly(t *testing.T) {
+	ca := testpki.NewTestCA(t, "etcd-ca")
+	endpoint, _, tlsConfig, _ := startEtcd(t, ca, x509.ExtKeyUsageServerAuth)
+	e := dialEtcd(t, endpoint, tlsConfig)
+	ok, _, err := e.Consume(t.Context(), "k1", "nonce-1", time.Now().Add(time.Minute))
+	want := "503 Service Unavailable: connection error: desc = \"error reading server preface: remote error: tls: bad certificate\"; etcd's JSON gateway connects to etcd with etcd's serving certificate (or --client-cert-file): with --client-cert-auth, that certificate must also be valid for client authentication"
+	if ok || err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Consume = %v, %v; want an error ending %q", ok, err, want)
+	}
+}
+
+func dialEtcd(t *testing.T, endpoint string, tlsConfig *tls.Config) *Etcd {
+	t.Helper()
+	e, err := DialEtcd(t.Context(), []string{endpoint}, "", 5*time.Second, tlsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
 }
 
 // TestDialEtcdRefusesPlainHTTPToAnotherHost: over a network, whoever can change the nonce

@@ -153,6 +153,9 @@ func BenchmarkExecCacheProcess(b *testing.B) {
 		{"kplug exec-cache warm", kplug + " exec-cache --cache-dir " + cache + " -- " + plugin},
 		{"kplug-exec-cache warm", lean + " --cache-dir " + cache + " -- " + plugin},
 	}
+	if base := baselineKplug(b); base != "" {
+		cases = append(cases, struct{ name, command string }{"baseline kplug exec-cache warm", base + " exec-cache --cache-dir " + cache + " -- " + plugin})
+	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			sh(b, c.command) // fills the cache
@@ -161,4 +164,17 @@ func BenchmarkExecCacheProcess(b *testing.B) {
 			}
 		})
 	}
+}
+
+// baselineKplug is the kplug binary named by KPLUG_BENCH_BASELINE_KPLUG, for a row beside
+// this tree's in the same run (a build of main, say), or "" without it.
+func baselineKplug(b *testing.B) string {
+	path := os.Getenv("KPLUG_BENCH_BASELINE_KPLUG")
+	if path == "" {
+		return ""
+	}
+	if _, err := os.Stat(path); err != nil {
+		b.Fatalf("KPLUG_BENCH_BASELINE_KPLUG: %v", err)
+	}
+	return path
 }

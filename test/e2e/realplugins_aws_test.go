@@ -432,6 +432,13 @@ func BenchmarkExecCacheAWSIAMAuthenticator(b *testing.B) {
 		{"exec-cache cold", func(b *testing.B) { clearCache(b); client(b, cached...) }},
 		{"kplug-exec-cache cold", func(b *testing.B) { clearCache(b); client(b, leanCached...) }},
 	}
+	if base := baselineKplug(b); base != "" {
+		baseCached := append([]string{base, "exec-cache", "--cache-dir", cacheDir, "--"}, plugin...)
+		cases = append(cases, struct {
+			name string
+			op   func(b *testing.B)
+		}{"baseline exec-cache warm", func(b *testing.B) { client(b, baseCached...) }})
+	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			client(b, cached...) // the warm case starts warm
