@@ -110,7 +110,7 @@ image-push: ## Push the release's image and its SBOMs: make image-push IMAGE=reg
 # packages these programs share with kplug (client-go, apimachinery, the standard library)
 # are compiled once on a cold cache, not twice.
 .PHONY: demo
-demo: demo-notice demo-tools build ## Start a control plane, show the four mechanisms against it, shut it down (the first run builds etcd, kube-apiserver and kubectl: 10 to 15 minutes on 2 cores)
+demo: demo-notice demo-tools build ## Start a control plane, show the four mechanisms against it, shut it down (the first run builds etcd, kube-apiserver and kubectl: about 9 minutes on 2 cores)
 	$(GO) build -trimpath -o $(BIN)/kplug-demo-plugin ./test/e2e/testplugin
 	$(GO) run -trimpath ./hack/demo --bin-dir $(BIN)
 
@@ -133,7 +133,7 @@ node-tools:
 
 .PHONY: demo-notice
 demo-notice:
-	@echo "demo: the first run builds etcd, kube-apiserver and kubectl from their pinned sources (10 to 15 minutes on 2 cores, longer on a busy machine), and keeps them in ~/.cache/kplug/tools: later runs, and fresh clones, start in seconds" >&2
+	@echo "demo: the first run builds etcd, kube-apiserver and kubectl from their pinned sources (about 9 minutes on 2 quiet cores, longer on a busy machine), and keeps them in ~/.cache/kplug/tools: later runs, and fresh clones, start in seconds" >&2
 
 .PHONY: clean
 clean: ## Remove kplug build output (keeps the slow-to-build tools)
