@@ -20,9 +20,11 @@ const DefaultLeafCacheSize = certmemo.DefaultSize
 // has it parsed once (parsing showed as a tenth of a verifier's work). Identical bytes
 // parse to the same certificate, so a hit changes no outcome: the keyid is still compared
 // with the digest of those bytes on every request, and whether the certificate is trusted
-// stays resolve's to decide each time. Only a certificate whose digest matched a keyid is
-// remembered, until its NotAfter, and at most Size of them (DefaultLeafCacheSize if zero),
-// the least recently used going first.
+// stays resolve's to decide each time. Only a certificate a request was accepted with is
+// remembered (its digest matched the keyid, resolve trusted it and the signature verified
+// with its key), so that clients who are not trusted cannot fill the cache; until its
+// NotAfter, and at most Size of them (DefaultLeafCacheSize if zero), the least recently
+// used going first.
 //
 // The zero value is ready to use; a LeafCache must not be copied once used. It is safe for
 // concurrent use.
@@ -50,42 +52,47 @@ type cachedLeaf struct {
 
 // certificate returns the leaf in CertificateHeader if its digest is the one keyid names
 // (KEP-6308 "Identity from a certificate": recomputed from the bytes received, or from
-// identical bytes seen before). leaves may be nil.
-func certificate(h http.Header, keyid string, leaves *LeafCache, now time.Time) (*x509.Certificate, error) {
+// identical bytes seen before). leaves may be nil. remember, when not nil, puts a newly
+// parsed leaf in leaves: the caller calls it once the request is accepted, never before
+// (issue 33 review 2, C1).
+func certificate(h http.Header, keyid string, leaves *LeafCache, now time.Time) (cert *x509.Certificate, remember func(), err error) {
 	lines := h.Values(CertificateHeader)
 	switch {
 	case len(lines) == 0:
-		return nil, fmt.Errorf("keyid %s names a certificate but the request has no %s", Quote(keyid), CertificateHeader)
+		return nil, nil, fmt.Errorf("keyid %s names a certificate but the request has no %s", Quote(keyid), CertificateHeader)
 	case len(lines) > 1 || len(lines[0]) > maxCertificateBytes:
-		return nil, fmt.Errorf("%s must be one field line of at most %d bytes", CertificateHeader, maxCertificateBytes)
+		return nil, nil, fmt.Errorf("%s must be one field line of at most %d bytes", CertificateHeader, maxCertificateBytes)
 	}
 	if leaves != nil {
 		if l, ok := leaves.memo.Get(lines[0], now); ok {
 			if l.keyID != keyid {
-				return nil, certificateMismatch(keyid)
+				return nil, nil, certificateMismatch(keyid)
 			}
-			return l.cert, nil
+			return l.cert, nil, nil
 		}
 	}
 	item, err := httpsfv.UnmarshalItem(lines)
 	der, isBytes := item.Value.([]byte)
 	if err != nil || !isBytes {
-		return nil, fmt.Errorf("%s is not a structured field byte sequence", CertificateHeader)
+		return nil, nil, fmt.Errorf("%s is not a structured field byte sequence", CertificateHeader)
 	}
 	derKeyID := CertificateKeyID(der)
 	if derKeyID != keyid {
-		return nil, certificateMismatch(keyid)
+		return nil, nil, certificateMismatch(keyid)
 	}
-	cert, err := x509.ParseCertificate(der)
+	cert, err = x509.ParseCertificate(der)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", CertificateHeader, err)
+		return nil, nil, fmt.Errorf("%s: %w", CertificateHeader, err)
 	}
 	if leaves != nil && now.Before(cert.NotAfter) {
-		// A copy of the line: the key must not hold whatever buffer the request's
-		// header was cut from.
-		leaves.memo.Put(strings.Clone(lines[0]), cachedLeaf{keyID: derKeyID, cert: cert}, cert.NotAfter)
+		line := lines[0]
+		remember = func() {
+			// A copy of the line: the key must not hold whatever buffer the request's
+			// header was cut from.
+			leaves.memo.Put(strings.Clone(line), cachedLeaf{keyID: derKeyID, cert: cert}, cert.NotAfter)
+		}
 	}
-	return cert, nil
+	return cert, remember, nil
 }
 
 func certificateMismatch(keyid string) error {

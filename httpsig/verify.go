@@ -421,12 +421,13 @@ func (v *verification) one(r received) (*Signature, *Error) {
 		return fail(Forged, "%v", err)
 	}
 	// 4. The key.
+	var rememberLeaf func()
 	if strings.HasPrefix(sig.KeyID, CertificateKeyIDPrefix) {
-		cert, err := certificate(v.req.Header, sig.KeyID, v.leaves, now)
+		cert, remember, err := certificate(v.req.Header, sig.KeyID, v.leaves, now)
 		if err != nil {
 			return fail(UnknownKey, "%v", err)
 		}
-		sig.Certificate = cert
+		sig.Certificate, rememberLeaf = cert, remember
 	}
 	key, err := v.resolve(sig)
 	if err != nil {
@@ -447,6 +448,9 @@ func (v *verification) one(r received) (*Signature, *Error) {
 		if err := checkContentDigest(dv, body); err != nil {
 			return fail(Forged, "%v", err)
 		}
+	}
+	if rememberLeaf != nil {
+		rememberLeaf()
 	}
 	return sig, nil
 }
