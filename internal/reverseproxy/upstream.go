@@ -45,14 +45,35 @@ func NewUpstreamTransport(c *tls.Config, timeout time.Duration) *UpstreamTranspo
 	return &UpstreamTransport{h2: h2, h1: HTTP1Transport(c.Clone(), timeout)}
 }
 
-// RoundTrip sends req over HTTP/1.1 when it upgrades (IsUpgrade), over HTTP/2 otherwise.
-// httputil.ReverseProxy keeps Connection: Upgrade on the request it forwards only when
-// the client's request names a protocol in Upgrade, so what it forwards is what decides.
+// RoundTrip sends req over HTTP/1.1 when it upgrades (IsUpgrade) or its header block is
+// large (h1HeaderList), over HTTP/2 otherwise. httputil.ReverseProxy keeps Connection:
+// Upgrade on the request it forwards only when the client's request names a protocol in
+// Upgrade, so what it forwards is what decides.
 func (t *UpstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if IsUpgrade(req) {
+	if IsUpgrade(req) || headerListSize(req.Header) > h1HeaderList {
 		return t.h1.RoundTrip(req)
 	}
 	return t.h2.RoundTrip(req)
+}
+
+// h1HeaderList is the HTTP/2 header list size (RFC 9113 §6.5.2: each field's name and
+// value and 32 bytes) above which a request goes over HTTP/1.1. HTTP/2 counts 32 bytes
+// more per field than HTTP/1.1 does against a server's limit (kube-apiserver's is 1 MiB),
+// so a block the server accepts over HTTP/1.1 could be refused over HTTP/2 by Go's
+// client, and the proxy would answer 503 for a server that is up (issue 33 review 2, P1).
+// Over HTTP/1.1 the server's own limit decides, as before HTTP/2. Clients' header blocks
+// are a few KiB.
+const h1HeaderList = 64 << 10
+
+// headerListSize is h's HTTP/2 header list size, pseudo-headers aside.
+func headerListSize(h http.Header) int {
+	n := 0
+	for name, values := range h {
+		for _, v := range values {
+			n += len(name) + len(v) + 32
+		}
+	}
+	return n
 }
 
 // CloseIdleConnections closes the idle connections of both halves.
