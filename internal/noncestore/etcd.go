@@ -58,10 +58,16 @@ func (e *Etcd) Consume(ctx context.Context, keyID, nonce string, expires time.Ti
 		"success": []any{map[string]any{"request_put": map[string]any{"key": k, "lease": strconv.FormatInt(lease, 10)}}},
 	}
 	var resp struct {
-		Succeeded bool `json:"succeeded"`
+		Header    json.RawMessage `json:"header"`
+		Succeeded bool            `json:"succeeded"` // absent when false: proto3's JSON leaves defaults out
 	}
-	if err := e.call(ctx, "/v3/kv/txn", txn, &resp); err != nil {
+	if err := e.call(ctx, "/v3/kv/txn", txn, &resp, false); err != nil {
 		return false, "", fmt.Errorf("recording the nonce in etcd: %w", err)
+	}
+	if len(resp.Header) == 0 {
+		// Not an answer to a transaction (an error object, or a proxy's), though it says
+		// nothing succeeded: an outage, not a replay (issue 33 review 2, E2).
+		return false, "", errors.New("recording the nonce in etcd: etcd's answer is not a transaction's (no header)")
 	}
 	if !resp.Succeeded {
 		return false, "the nonce was already used with this key", nil
@@ -108,7 +114,7 @@ func (e *Etcd) lease(ctx context.Context, expires time.Time) (int64, error) {
 		ID    int64  `json:"ID,string"`
 		Error string `json:"error"`
 	}
-	if err := e.call(ctx, "/v3/lease/grant", map[string]string{"TTL": strconv.FormatInt(ttl, 10)}, &resp); err != nil {
+	if err := e.call(ctx, "/v3/lease/grant", map[string]string{"TTL": strconv.FormatInt(ttl, 10)}, &resp, true); err != nil {
 		return 0, fmt.Errorf("granting an etcd lease for nonces: %w", err)
 	}
 	if resp.Error != "" || resp.ID == 0 {
@@ -119,10 +125,14 @@ func (e *Etcd) lease(ctx context.Context, expires time.Time) (int64, error) {
 }
 
 // call posts req as JSON to path at the endpoint that answered last, and decodes the answer
-// into resp. It moves on to the next endpoint only when one cannot be connected to: a
-// request that reached etcd is never sent twice, since a transaction sent again would find
-// its own record and refuse the nonce.
-func (e *Etcd) call(ctx context.Context, path string, req, resp any) error {
+// into resp. A request that may have reached etcd is sent again to the next endpoint only
+// when it is idempotent (a lease grant: a spare lease expires unused); a transaction
+// sent again would find its own record and refuse the nonce, so it moves on only when an
+// endpoint could not be connected to. An endpoint that did not answer (hung, or its
+// machine gone) is left for the next call either way, and an idempotent request gives
+// each endpoint but the last half the time left, so that one hung member of a cluster
+// costs a call, not all of them (issue 33 review 2, E1).
+func (e *Etcd) call(ctx context.Context, path string, req, resp any, idempotent bool) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -131,33 +141,43 @@ func (e *Etcd) call(ctx context.Context, path string, req, resp any) error {
 	var errs []error
 	for i := range e.endpoints {
 		n := (first + i) % len(e.endpoints)
-		err := e.post(ctx, e.endpoints[n]+path, body, resp)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok && idempotent && i < len(e.endpoints)-1 {
+			actx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		}
+		answered, err := e.post(actx, e.endpoints[n]+path, body, resp)
+		cancel()
 		if err == nil {
 			e.current.Store(int64(n))
 			return nil
 		}
 		errs = append(errs, err)
-		if !notConnected(err) || ctx.Err() != nil {
+		if !answered {
+			e.current.CompareAndSwap(int64(n), int64((n+1)%len(e.endpoints)))
+		}
+		if ctx.Err() != nil || !notConnected(err) && (answered || !idempotent) {
 			break
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (e *Etcd) post(ctx context.Context, u string, body []byte, resp any) error {
+// post sends one request; answered says whether etcd (or whatever listens there) sent an
+// answer, even a refusal.
+func (e *Etcd) post(ctx context.Context, u string, body []byte, resp any) (answered bool, _ error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return false, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hresp, err := e.client.Do(hreq)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer hresp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("reading etcd's answer from %s: %w", u, err)
+		return false, fmt.Errorf("reading etcd's answer from %s: %w", u, err)
 	}
 	if hresp.StatusCode != http.StatusOK {
 		var status struct {
@@ -170,12 +190,12 @@ func (e *Etcd) post(ctx context.Context, u string, body []byte, resp any) error 
 			// The gateway's own connection to etcd was refused, not ours.
 			status.Message += "; etcd's JSON gateway connects to etcd with etcd's serving certificate (or --client-cert-file): with --client-cert-auth, that certificate must also be valid for client authentication"
 		}
-		return fmt.Errorf("etcd at %s answered %s: %s", u, hresp.Status, status.Message)
+		return true, fmt.Errorf("etcd at %s answered %s: %.512s", u, hresp.Status, status.Message)
 	}
 	if err := json.Unmarshal(data, resp); err != nil {
-		return fmt.Errorf("etcd at %s: decoding its answer: %w", u, err)
+		return true, fmt.Errorf("etcd at %s: decoding its answer: %w", u, err)
 	}
-	return nil
+	return true, nil
 }
 
 // notConnected reports whether err is a failure to connect, so that the request was not
@@ -223,7 +243,10 @@ func DialEtcd(_ context.Context, endpoints []string, prefix string, timeout time
 		MaxIdleConnsPerHost: 16, // a resolver's concurrent calls, kept for the next ones
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &Etcd{prefix: prefix, endpoints: trimmed, client: &http.Client{Transport: transport}}, nil
+	// No redirects: an answer comes from the endpoint configured, whose scheme was
+	// checked above (issue 33 review 2, E3).
+	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Etcd{prefix: prefix, endpoints: trimmed, client: &http.Client{Transport: transport, CheckRedirect: noRedirects}}, nil
 }
 
 // Close closes the store's idle connections to etcd.
