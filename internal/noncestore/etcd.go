@@ -186,16 +186,32 @@ func (e *Etcd) post(ctx context.Context, u string, body []byte, resp any) (answe
 		if json.Unmarshal(data, &status) != nil || status.Message == "" {
 			status.Message = strings.TrimSpace(string(data))
 		}
-		if hresp.StatusCode == http.StatusServiceUnavailable && strings.Contains(status.Message, "bad certificate") {
+		if len(status.Message) > 512 {
+			status.Message = status.Message[:512] + "..." // etcd's text, bounded (issue 33 review 2, E4)
+		}
+		if hresp.StatusCode == http.StatusServiceUnavailable && gatewayConnectionFailed(status.Message) {
 			// The gateway's own connection to etcd was refused, not ours.
 			status.Message += "; etcd's JSON gateway connects to etcd with etcd's serving certificate (or --client-cert-file): with --client-cert-auth, that certificate must also be valid for client authentication"
 		}
-		return true, fmt.Errorf("etcd at %s answered %s: %.512s", u, hresp.Status, status.Message)
+		return true, fmt.Errorf("etcd at %s answered %s: %s", u, hresp.Status, status.Message)
 	}
 	if err := json.Unmarshal(data, resp); err != nil {
 		return true, fmt.Errorf("etcd at %s: decoding its answer: %w", u, err)
 	}
 	return true, nil
+}
+
+// gatewayConnectionFailed reports whether a 503's text is the JSON gateway's own gRPC
+// connection to etcd failing its TLS handshake: etcd refuses the certificate ("bad
+// certificate"), or closes the connection while the gateway writes ("broken pipe",
+// "connection reset"), depending on timing.
+func gatewayConnectionFailed(msg string) bool {
+	for _, s := range []string{"bad certificate", "broken pipe", "connection reset", "server preface"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // notConnected reports whether err is a failure to connect, so that the request was not
