@@ -58,6 +58,12 @@ A credential the server rejected is not served again: a v1alpha1 client says so 
 spec.response, and a v1beta1 or v1 client that calls again while the answer it was given
 is still being served is refreshing after a 401, so the plugin runs again.
 
+With --serve it is the agent of your dev containers and SSH sessions: it listens on a
+socket in a private directory and answers the calls they forward to it with this machine's
+logins, for the exec plugins this machine's kubeconfig names, to processes of your uid only.
+There, --agent SOCKET or $KPLUG_EXEC_CACHE_AGENT sends each call to the agent instead of
+running the plugin, and nothing is written to disk.
+
 kplug-exec-cache is the same command as a program of its own, which links nothing but
 the cache: a warm hit through it costs a third of one through kplug. Name it in
 kubeconfigs where the cost of every kubectl command matters.
@@ -72,7 +78,12 @@ stdout carries only the ExecCredential (or, with --list and --clear, their resul
   kplug exec-cache --list
   kplug exec-cache --list -o yaml
   kplug exec-cache --clear -- aws-iam-authenticator token -i my-cluster
-  kplug exec-cache --clear --all`
+  kplug exec-cache --clear --all
+
+  # On the workstation: the agent; in an SSH session or a dev container, the same exec
+  # block then asks it (forwarded with ssh -R, or a bind mount of its directory).
+  kplug exec-cache --serve
+  export KPLUG_EXEC_CACHE_AGENT=/tmp/kplug-agent.sock`
 )
 
 // Command is exec-cache's command line: `kplug exec-cache` and `kplug-exec-cache` parse
