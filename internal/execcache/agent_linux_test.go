@@ -26,7 +26,7 @@ import (
 
 // agentSetup is an agent serving in process, from a kubeconfig naming the fake plugin.
 type agentSetup struct {
-	t          *testing.T
+	t          testing.TB
 	plugin     *exectest.Plugin
 	dir        string
 	socket     string
@@ -60,7 +60,7 @@ var pluginLine = []string{os.Args[0], "-test.run=^$"}
 // startAgent writes a kubeconfig whose user "fake" runs the fake plugin through
 // kplug-exec-cache (and whose user "direct" names another line of it directly, with
 // provideClusterInfo), and serves it.
-func startAgent(t *testing.T, plugin *exectest.Plugin) *agentSetup {
+func startAgent(t testing.TB, plugin *exectest.Plugin) *agentSetup {
 	t.Helper()
 	dir := t.TempDir()
 	a := &agentSetup{t: t, plugin: plugin, dir: dir, socket: filepath.Join(dir, "agent", "agent.sock"),
@@ -443,3 +443,22 @@ func TestAgentOutlastsAHostileRemote(t *testing.T) {
 }
 
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// BenchmarkAgentHit is a remote's call answered from the agent's cache: the remote side's
+// dial and frames, the agent's peer check, kubeconfig read and match, kuberc load and the
+// cache hit, with each call another client as kubectl processes are. Against
+// BenchmarkRunHit, the same hit on the workstation, it is what the agent adds.
+func BenchmarkAgentHit(b *testing.B) {
+	a := startAgent(b, fakePlugin(b))
+	info := execInfoEnv(b, wire.V1, nil, nil)
+	pid := 1000
+	for b.Loop() {
+		pid++
+		if out, err := a.ask(Client{PID: pid % 100000, Start: "1"}, info, pluginLine...); err != nil || out == "" {
+			b.Fatalf("%v: %q", err, out)
+		}
+	}
+	if runs := a.plugin.Runs(); runs != 1 {
+		b.Fatalf("the plugin ran %d times, want 1", runs)
+	}
+}
