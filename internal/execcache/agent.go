@@ -93,7 +93,7 @@ func askAgent(ctx context.Context, socket string, args []string, environ []strin
 	}
 	req := agentRequest{Version: agentVersion, Command: args[0], Args: args[1:], Info: lookupEnv(environ, wire.InfoEnv), Client: client}
 	if req.Info == "" {
-		return &UsageError{Err: errors.New("--agent is for a client to run (" + wire.InfoEnv + " is not set): the agent answers clients only")}
+		return &UsageError{Err: errors.New(wire.InfoEnv + " is not set, so no client ran this, and the agent answers clients only: try it with a client, e.g. kubectl auth whoami")}
 	}
 	req.Host, _ = os.Hostname()
 	body, err := json.Marshal(req)
