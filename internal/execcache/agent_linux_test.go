@@ -2,6 +2,7 @@ package execcache
 
 import (
 	"bytes"
+	connlist "container/list"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -411,28 +412,19 @@ func TestAgentOutlastsAHostileRemote(t *testing.T) {
 	body := fmt.Sprintf(`{"v":1,"command":%q,"args":[%q],"info":%q}`, pluginLine[0], pluginLine[1], strings.TrimPrefix(info, wire.InfoEnv+"="))
 	binary.BigEndian.PutUint32(n[:], uint32(len(body)))
 	_, _ = deaf.Write(append(n[:], body...))
-	// Idle connections, more than the agent serves from one peer.
-	for range agentMaxPerPeer + 16 {
+	// Idle connections, more than wait at once: the longest waiting are closed to make
+	// room, so a client that sends its request is served, from this process or another.
+	for range agentMaxWaiting + 16 {
 		dial()
 	}
-	// The agent takes them in as it accepts them: the peer's next call is turned away.
-	for i := 0; ; i++ {
-		dial() // one more, in case one of the flood was turned away while others were served
-		_, err := a.ask(Client{PID: 9, Start: "9"}, info, pluginLine...)
-		if err != nil && strings.Contains(err.Error(), "the agent is busy") {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("a flooding peer's own call is still served: %v\n%s", err, a.log)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if out, err := a.ask(Client{PID: 9, Start: "9"}, info, pluginLine...); err != nil || out != answer(wire.V1, "none", 1, "") {
+		t.Fatalf("a call during the flood: %q, %v", out, err)
 	}
-	// Meanwhile a remote that comes through another process is served at once.
 	program := exec.CommandContext(t.Context(), os.Args[0], "--agent", a.socket, "--", pluginLine[0], pluginLine[1])
 	program.Env = append(os.Environ(), programEnv+"=1", info)
 	out, err := program.Output()
 	if err != nil || !strings.Contains(string(out), `"token":"tok-none-`) {
-		t.Fatalf("another remote during the flood: %q, %v\n%s", out, err, a.log)
+		t.Fatalf("another process during the flood: %q, %v\n%s", out, err, a.log)
 	}
 	if got := readAnswer(stalled); !strings.Contains(got, "EOF") {
 		t.Errorf("the stalled connection: %s", got)
@@ -460,5 +452,30 @@ func BenchmarkAgentHit(b *testing.B) {
 	}
 	if runs := a.plugin.Runs(); runs != 1 {
 		b.Fatalf("the plugin ran %d times, want 1", runs)
+	}
+}
+
+// TestAgentClosesTheLongestWaiting: past agentMaxWaiting connections waiting for their
+// request, each new one closes the one that has waited longest, so their number stays
+// bounded whoever holds them.
+func TestAgentClosesTheLongestWaiting(t *testing.T) {
+	a := &agent{waiting: connlist.New()}
+	var clients []net.Conn
+	for range agentMaxWaiting + 2 {
+		server, client := net.Pipe()
+		t.Cleanup(func() { _ = server.Close(); _ = client.Close() })
+		clients = append(clients, client)
+		a.wait(server)
+	}
+	if n := a.waiting.Len(); n != agentMaxWaiting {
+		t.Fatalf("%d connections wait, want %d", n, agentMaxWaiting)
+	}
+	for i, c := range clients {
+		_ = c.SetWriteDeadline(time.Now().Add(time.Millisecond))
+		_, err := c.Write([]byte{0})
+		closed := errors.Is(err, io.ErrClosedPipe)
+		if closed != (i < 2) {
+			t.Errorf("connection %d: write %v", i, err)
+		}
 	}
 }

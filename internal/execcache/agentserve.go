@@ -2,6 +2,7 @@ package execcache
 
 import (
 	"bytes"
+	connlist "container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,16 +25,17 @@ import (
 	"github.com/kplug/kplug/internal/privdir"
 )
 
-// Bounds of the agent against a remote that misbehaves: how long it may take to send its
-// request and to read the answer, and how many connections are served at once, in all and
-// from one peer process (beyond them a connection is told the agent is busy and closed).
-// Everything a remote forwards comes from one local process (its ssh, or the container's
-// client), so a remote that floods the agent uses up its own share, not the other remotes'.
+// Bounds of the agent against a remote that misbehaves. A connection must send its
+// request within agentReadTimeout; at most agentMaxWaiting connections wait for theirs, and
+// when one more arrives the one that has waited longest is closed: a client sends its
+// request as soon as it connects, so idle connections, however many processes hold them,
+// cannot keep it out. At most agentMaxServing requests are answered at once (beyond it a
+// request is told the agent is busy), and an answer must be read within agentWriteTimeout.
 const (
 	agentReadTimeout  = 10 * time.Second
 	agentWriteTimeout = 10 * time.Second
-	agentMaxConns     = 256
-	agentMaxPerPeer   = 32
+	agentMaxWaiting   = 512
+	agentMaxServing   = 256
 )
 
 // agent serves the cache to remotes: `kplug exec-cache --serve`.
@@ -46,9 +48,9 @@ type agent struct {
 	log         *slog.Logger
 	uid         uint32
 
-	mu     sync.Mutex
-	conns  int
-	byPeer map[int32]int
+	mu      sync.Mutex
+	waiting *connlist.List // of net.Conn, the oldest first
+	serving int
 }
 
 // DefaultAgentSocket is where --serve listens without --agent: beside the cache directory,
@@ -80,7 +82,7 @@ func (c *Command) runAgent(ctx context.Context, dir, socket string, p Process) e
 	}
 	a := &agent{
 		c: c, dir: dir, environ: p.Environ, accountHome: p.AccountHome, stderr: p.Stderr, log: log,
-		uid: uint32(euid), byPeer: map[int32]int{}, //nolint:gosec // checked not negative above
+		uid: uint32(euid), waiting: connlist.New(), //nolint:gosec // checked not negative above
 	}
 	log.Info("exec-cache agent: listening on "+socket, "cache", dir)
 	fmt.Fprintf(p.Stderr, "exec-cache agent: forward it with `ssh -R /tmp/kplug-agent.sock:%s HOST` (then export %s=/tmp/kplug-agent.sock there), "+
@@ -165,19 +167,15 @@ func (a *agent) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	who := []any{"peerPID", cred.PID, "peerUID", cred.UID, "peer", processName(cred.PID)}
-	if !a.acquire(cred.PID) {
-		a.log.Warn("exec-cache agent: too many connections at once; turning one away", who...)
-		a.reply(conn, agentAnswer{Error: "the agent is busy: too many connections at once from here; retry"})
-		return
-	}
-	defer a.release(cred.PID)
 	if cred.UID != a.uid {
 		a.log.Warn("exec-cache agent: refused a connection from another user", who...)
 		a.reply(conn, agentAnswer{Error: fmt.Sprintf("refused: this agent answers its own user (uid %d) only, and the connection came from uid %d", a.uid, cred.UID)})
 		return
 	}
+	waiting := a.wait(conn)
 	_ = conn.SetReadDeadline(time.Now().Add(agentReadTimeout))
 	frame, err := readFrame(conn, maxAgentRequest)
+	a.waited(waiting)
 	if errors.Is(err, io.EOF) {
 		a.log.Debug("exec-cache agent: a connection closed without a request", who...)
 		return
@@ -199,6 +197,12 @@ func (a *agent) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	who = append(who, "remoteHost", clip(req.Host, 64), "remoteClientPID", req.Client.PID)
+	if !a.acquire() {
+		a.log.Warn(fmt.Sprintf("exec-cache agent: %d requests are being answered; turning one away", agentMaxServing), who...)
+		a.reply(conn, agentAnswer{Error: "the agent is busy: too many requests at once; retry"})
+		return
+	}
+	defer a.release()
 	ans, cmdline := a.answer(ctx, cred, &req)
 	who = append(who, "command", cmdline)
 	if ans.Error != "" {
@@ -209,25 +213,41 @@ func (a *agent) handle(ctx context.Context, conn net.Conn) {
 	a.reply(conn, ans)
 }
 
-// acquire counts a connection from peer in, if the bounds allow it.
-func (a *agent) acquire(peer int32) bool {
+// wait records conn as waiting for its request, closing the connection that has waited
+// longest if there are too many.
+func (a *agent) wait(conn net.Conn) *connlist.Element {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.conns >= agentMaxConns || a.byPeer[peer] >= agentMaxPerPeer {
+	if a.waiting.Len() >= agentMaxWaiting {
+		oldest := a.waiting.Remove(a.waiting.Front()).(net.Conn)
+		_ = oldest.Close()
+	}
+	return a.waiting.PushBack(conn)
+}
+
+// waited records that a connection is no longer waiting (it sent its request, failed, or
+// was closed to make room).
+func (a *agent) waited(e *connlist.Element) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.waiting.Remove(e) // a no-op for one closed to make room
+}
+
+// acquire counts a request in, if fewer than agentMaxServing are being answered.
+func (a *agent) acquire() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.serving >= agentMaxServing {
 		return false
 	}
-	a.conns++
-	a.byPeer[peer]++
+	a.serving++
 	return true
 }
 
-func (a *agent) release(peer int32) {
+func (a *agent) release() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.conns--
-	if a.byPeer[peer]--; a.byPeer[peer] == 0 {
-		delete(a.byPeer, peer)
-	}
+	a.serving--
 }
 
 // reply writes the answer, giving up on a remote that does not read it in time.
