@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -47,8 +48,9 @@ type agentProc struct {
 }
 
 // startAgent starts cmd, a `kplug exec-cache --serve --agent socket` command (as whichever
-// user cmd says), waits until it says it listens on socket, and stops it with SIGTERM when
-// the test ends, printing its log if the test failed.
+// user cmd says) made with a context that the test's end does not cancel, waits until it
+// says it listens on socket, and stops it with SIGTERM when the test ends (which it must
+// obey), printing its log if the test failed.
 func startAgent(t *testing.T, cmd *exec.Cmd, socket string) *agentProc {
 	t.Helper()
 	a := &agentProc{cmd: cmd, socket: socket, logPath: filepath.Join(t.TempDir(), "agent.log"), exited: make(chan struct{})}
@@ -241,16 +243,17 @@ func TestExecCacheAgentContainer(t *testing.T) {
 	}
 
 	socket := filepath.Join(home, "agent", "exec-cache.sock")
-	serve := workstation.Command(t.Context(), kplug, "exec-cache", "--serve", "--agent", socket, "--cache-dir", cacheDir)
+	serve := workstation.Command(context.WithoutCancel(t.Context()), kplug, "exec-cache", "--serve", "--agent", socket, "--cache-dir", cacheDir)
 	serve.Env = append(serve.Env, "KUBECONFIG="+kubeconfig)
 	agent := startAgent(t, serve, socket)
 	if info, err := os.Stat(filepath.Dir(socket)); err != nil || info.Mode().Perm() != 0o700 {
 		t.Fatalf("the agent's directory: %v, %v; want a directory of mode 0700", info, err)
 	}
 
-	// The workstation logs in once, with its own kubectl.
+	// The workstation logs in once, with its own kubectl, in the environment the agent
+	// has: for a plugin it does not know, exec-cache keys its entries by the environment.
 	whoami := []string{"auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"}
-	out := workstation.Sh(t, localQuote(append([]string{kubectl, "--kubeconfig", kubeconfig}, whoami...)...))
+	out := workstation.Sh(t, "KUBECONFIG="+localQuote(kubeconfig)+" exec "+localQuote(append([]string{kubectl}, whoami...)...))
 	if out != user || runs() != 1 {
 		t.Fatalf("the workstation's kubectl: %q after %d plugin runs, want %q after 1", out, runs(), user)
 	}
@@ -262,6 +265,9 @@ func TestExecCacheAgentContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Remove(run) })
+	if err := os.Chmod(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	ctrHome, err := os.MkdirTemp("", "kplug-ctr-home-")
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +396,22 @@ const (
 	agentAskCommandEnv = "KPLUG_E2E_AGENT_ASK_COMMAND"
 )
 
+// agentHoldEnv makes the test binary hold agentHoldCountEnv idle connections to the agent
+// at the socket it names, reopening each one the agent closes, until its stdin closes. It
+// prints "held" once all are open, and at the end how many the agent closed.
+const (
+	agentHoldEnv      = "KPLUG_E2E_AGENT_HOLD"
+	agentHoldCountEnv = "KPLUG_E2E_AGENT_HOLD_COUNT"
+)
+
 func init() {
+	if socket := os.Getenv(agentHoldEnv); socket != "" {
+		n, _ := strconv.Atoi(os.Getenv(agentHoldCountEnv))
+		ctx, stop := context.WithCancel(context.Background()) //nolint:forbidigo // a helper process: no test here
+		go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop() }()
+		fmt.Println(holdIdle(ctx, socket, n))
+		os.Exit(0)
+	}
 	if socket := os.Getenv(agentAskEnv); socket != "" {
 		answer, err := askAgentRaw(socket, agentRequestFrame(os.Getenv(agentAskCommandEnv)))
 		if err != nil {
@@ -400,6 +421,54 @@ func init() {
 		fmt.Print(answer)
 		os.Exit(0)
 	}
+}
+
+// holdIdle keeps n idle connections to socket open until ctx ends, reopening each one the
+// agent closes, and returns how many it closed. It prints "held" once all n are open.
+func holdIdle(ctx context.Context, socket string, n int) int {
+	var wg sync.WaitGroup
+	var opened sync.WaitGroup
+	var mu sync.Mutex
+	closed := 0
+	opened.Add(n)
+	for range n {
+		wg.Go(func() {
+			first := true
+			for ctx.Err() == nil {
+				c, err := net.DialTimeout("unix", socket, 5*time.Second)
+				if err != nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(10 * time.Millisecond):
+					}
+					continue
+				}
+				if first {
+					first = false
+					opened.Done()
+				}
+				stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+				_, _ = io.Copy(io.Discard, c) // until the agent, or the end, closes it
+				if stop() {
+					mu.Lock()
+					closed++
+					mu.Unlock()
+				}
+				_ = c.Close()
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if first {
+				opened.Done()
+			}
+		})
+	}
+	opened.Wait()
+	fmt.Println("held")
+	wg.Wait()
+	return closed
 }
 
 // agentRequestFrame is a well-formed request of the agent's protocol (a 4-byte big-endian
@@ -422,12 +491,12 @@ func askAgentRaw(socket string, req []byte) (string, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Write(req); err != nil {
-		return "", err
-	}
+	// An agent that refuses without reading may have answered and closed already: the
+	// write then fails, and the answer is still there to read.
+	_, werr := c.Write(req)
 	var n [4]byte
 	if _, err := io.ReadFull(c, n[:]); err != nil {
-		return "", fmt.Errorf("reading the answer's length: %w", err)
+		return "", fmt.Errorf("reading the answer's length: %w", errors.Join(err, werr))
 	}
 	if size := binary.BigEndian.Uint32(n[:]); size > 1<<20 {
 		return "", fmt.Errorf("an answer of %d bytes", size)
@@ -444,7 +513,7 @@ func askAgentRaw(socket string, req []byte) (string, error) {
 func rootAgent(t *testing.T, s *execCacheSetup, home string) *agentProc {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "agent", "exec-cache.sock")
-	serve := exec.CommandContext(t.Context(), s.kplug, "exec-cache", "--serve", "--agent", socket, "--cache-dir", s.cacheDir)
+	serve := exec.CommandContext(context.WithoutCancel(t.Context()), s.kplug, "exec-cache", "--serve", "--agent", socket, "--cache-dir", s.cacheDir)
 	serve.Env = hostEnv(home, "KUBECONFIG="+s.kubeconfig)
 	return startAgent(t, serve, socket)
 }
@@ -584,51 +653,68 @@ func TestExecCacheAgentHostile(t *testing.T) {
 		hold("a request whose answer is never read", req)
 	}
 
-	// 500 idle connections, each reopened when the agent closes it, until stop.
-	ctx, stop := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	reopened := 0
-	for range 500 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				c, err := net.DialTimeout("unix", agent.socket, 5*time.Second)
-				if err != nil {
-					select {
-					case <-ctx.Done():
-					case <-time.After(10 * time.Millisecond):
-					}
-					continue
-				}
-				closed := context.AfterFunc(ctx, func() { _ = c.Close() })
-				_, _ = io.Copy(io.Discard, c) // until the agent or stop closes it
-				closed()
-				_ = c.Close()
-				mu.Lock()
-				reopened++
-				mu.Unlock()
-				select {
-				case <-ctx.Done():
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-		})
+	// 500 idle connections from 10 processes, each connection reopened when the agent
+	// closes it, until the processes' stdin closes: a remote of many processes (a dev
+	// container's) that keeps its connections open.
+	const holders, perHolder = 10, 50
+	var procs []*exec.Cmd
+	var stdins []io.Closer
+	var outs []*bytes.Buffer
+	defer func() {
+		for _, c := range stdins {
+			_ = c.Close()
+		}
+		for _, p := range procs {
+			_ = p.Wait()
+		}
+	}()
+	for range holders {
+		p := exec.CommandContext(t.Context(), testBinary(t))
+		p.Env = append(os.Environ(), agentHoldEnv+"="+agent.socket, agentHoldCountEnv+"="+strconv.Itoa(perHolder))
+		p.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		stdin, err := p.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := p.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rest bytes.Buffer
+		p.Stderr = &rest
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs, stdins, outs = append(procs, p), append(stdins, stdin), append(outs, &rest)
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "held\n" {
+			t.Fatalf("a process holding %d connections to the agent: %q, %v\n%s", perHolder, line, err, rest.String())
+		}
+		go func() { _, _ = io.Copy(&rest, stdout) }()
 	}
-	defer func() { stop(); wg.Wait() }()
 
 	maxRSS, maxFDs := 0, 0
 	for i := range 3 {
-		whoami(fmt.Sprintf("while the hostile remote holds its connections (%d)", i))
+		whoami(fmt.Sprintf("while the hostile remote holds %d connections (%d)", holders*perHolder, i))
 		rss, fds := procUsage(t, pid)
 		maxRSS, maxFDs = max(maxRSS, rss), max(maxFDs, fds)
 	}
-	stop()
-	wg.Wait()
+	for _, c := range stdins {
+		_ = c.Close()
+	}
+	reopened := 0
+	for i, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Errorf("a process holding connections: %v\n%s", err, outs[i].String())
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(outs[i].String()))
+		reopened += n
+	}
+	procs, stdins = nil, nil
 	for _, h := range held {
 		_ = h.conn.Close()
 	}
 	held = nil
-	t.Logf("under attack: RSS up to %d kB, up to %d open descriptors; %d idle connections closed by the agent and reopened", maxRSS, maxFDs, reopened)
+	t.Logf("under attack: RSS up to %d kB, up to %d open descriptors; the agent closed %d idle connections, reopened", maxRSS, maxFDs, reopened)
 	// Generous bounds: the 4 GiB frames must not be allocated, nor a descriptor kept per
 	// connection the hostile remote ever opened.
 	if maxRSS > 256<<10 {
