@@ -45,7 +45,11 @@ func runExecCache(ctx context.Context, g *globals, c *execcache.Command, args []
 	var exitErr *execplugin.ExitError
 	var usage *execcache.UsageError
 	var recent *execcache.RecentFailureError
+	var agentErr *execcache.AgentError
 	switch {
+	case errors.As(err, &agentErr):
+		fmt.Fprintf(g.io.Err, "Error: %v\n", err)
+		return &exitCodeError{code: agentErr.Code}
 	case errors.As(err, &recent):
 		fmt.Fprintf(g.io.Err, "Error: %v\n", err)
 		return &exitCodeError{code: recent.ExitCode()}

@@ -34,6 +34,9 @@ func TestExecCacheUsageErrors(t *testing.T) {
 		{[]string{"exec-cache", "--key-env=*", "--", "x"}, `invalid --key-env "*": want a variable name or a NAME* prefix`},
 		{[]string{"exec-cache", "--failure-window=11m", "--", "x"}, "invalid --failure-window 11m0s: want 0 (off) up to 10m0s"},
 		{[]string{"exec-cache", "--wait-for-login=-1s", "--", "x"}, "invalid --wait-for-login -1s: want 0 (off) up to 10m0s"},
+		{[]string{"exec-cache", "--serve", "--list"}, "--serve cannot be combined with --list or --clear"},
+		{[]string{"exec-cache", "--serve", "--", "x"}, "--serve takes no command: the agent serves what the exec blocks of this machine's kubeconfig name"},
+		{[]string{"exec-cache", "--agent", "/tmp/a.sock", "--clear", "--all"}, "--agent cannot be combined with --list or --clear: the agent's cache is listed and cleared on the machine it runs on"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := run(t, tt.args...)

@@ -58,6 +58,12 @@ A credential the server rejected is not served again: a v1alpha1 client says so 
 spec.response, and a v1beta1 or v1 client that calls again while the answer it was given
 is still being served is refreshing after a 401, so the plugin runs again.
 
+With --serve it is the agent of your dev containers and SSH sessions: it listens on a
+socket in a private directory and answers the calls they forward to it with this machine's
+logins, for the exec plugins this machine's kubeconfig names, to processes of your uid only.
+There, --agent SOCKET or $KPLUG_EXEC_CACHE_AGENT sends each call to the agent instead of
+running the plugin, and nothing is written to disk.
+
 kplug-exec-cache is the same command as a program of its own, which links nothing but
 the cache: a warm hit through it costs a third of one through kplug. Name it in
 kubeconfigs where the cost of every kubectl command matters.
@@ -72,7 +78,12 @@ stdout carries only the ExecCredential (or, with --list and --clear, their resul
   kplug exec-cache --list
   kplug exec-cache --list -o yaml
   kplug exec-cache --clear -- aws-iam-authenticator token -i my-cluster
-  kplug exec-cache --clear --all`
+  kplug exec-cache --clear --all
+
+  # On the workstation: the agent; in an SSH session or a dev container, the same exec
+  # block then asks it (forwarded with ssh -R, or a bind mount of its directory).
+  kplug exec-cache --serve
+  export KPLUG_EXEC_CACHE_AGENT=/tmp/kplug-agent.sock`
 )
 
 // Command is exec-cache's command line: `kplug exec-cache` and `kplug-exec-cache` parse
@@ -93,6 +104,8 @@ type Command struct {
 	clear       bool
 	all         bool
 	output      string
+	serve       bool
+	agent       string
 }
 
 // AddFlags registers the command's flags on f.
@@ -112,6 +125,8 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&c.clear, "clear", false, "remove the entries of COMMAND [ARGS...], or all entries with --all")
 	f.BoolVar(&c.all, "all", false, "with --clear: remove every entry")
 	f.StringVarP(&c.output, "output", "o", "text", "--list output format: text, json or yaml")
+	f.BoolVar(&c.serve, "serve", false, "run as the agent of dev containers and SSH sessions: answer the calls they forward to the --agent socket with this machine's logins, for the exec plugins this machine's kubeconfig names")
+	f.StringVar(&c.agent, "agent", "", "the agent's socket: where to ask for the answer instead of running COMMAND here (default $"+AgentEnv+"); with --serve, where to listen (default <cache dir>/../agent/exec-cache.sock)")
 	// Everything after the wrapped command is its own: no flag is parsed past it.
 	f.SetInterspersed(false)
 }
@@ -157,6 +172,13 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		return &UsageError{Err: err, ShowHelp: true}
 	}
 	forClient := lookupEnv(p.Environ, wire.InfoEnv) != ""
+	if c.serve && forClient {
+		return &UsageError{Err: errors.New("--serve is for you to run on your workstation, not for an exec block: " + wire.InfoEnv + " is set")}
+	}
+	if agent := c.agentSocket(p.Environ); agent != "" && !c.serve && !c.list && !c.clear {
+		// The remote side: nothing of the cache here, no file written.
+		return askAgent(ctx, agent, args, p.Environ, p.Client, p.Stdout)
+	}
 	if c.clear && forClient {
 		// A kubeconfig's exec block must not wipe the user's cache (and their logins).
 		return &UsageError{Err: errors.New("--clear is for you to run, not for an exec block: " + wire.InfoEnv + " is set, so a client ran this as its credential plugin")}
@@ -174,6 +196,12 @@ func (c *Command) Run(ctx context.Context, args []string, p Process) error {
 		return err
 	}
 	switch {
+	case c.serve:
+		socket := c.agent
+		if socket == "" {
+			socket = DefaultAgentSocket(dir)
+		}
+		return c.runAgent(ctx, dir, socket, p)
 	case c.list:
 		return c.runList(p.Stdout, dir, args)
 	case c.clear:
@@ -295,13 +323,19 @@ func (c *Command) validate(args []string) error {
 	switch {
 	case c.list && c.clear:
 		return errors.New("--list and --clear cannot be combined")
+	case c.serve && (c.list || c.clear):
+		return errors.New("--serve cannot be combined with --list or --clear")
+	case c.serve && len(args) > 0:
+		return errors.New("--serve takes no command: the agent serves what the exec blocks of this machine's kubeconfig name")
+	case c.agent != "" && (c.list || c.clear):
+		return errors.New("--agent cannot be combined with --list or --clear: the agent's cache is listed and cleared on the machine it runs on")
 	case c.all && !c.clear:
 		return errors.New("--all only goes with --clear")
 	case c.clear && c.all && len(args) > 0:
 		return errors.New("--clear --all takes no command; to remove one command's entries, drop --all")
 	case c.clear && !c.all && len(args) == 0:
 		return errors.New("--clear needs the wrapped command (--clear -- COMMAND [ARGS...]) or --all")
-	case !c.list && !c.clear && len(args) == 0:
+	case !c.list && !c.clear && !c.serve && len(args) == 0:
 		return errors.New("no plugin to run: give it after --, e.g. kplug exec-cache -- aws-iam-authenticator token -i my-cluster")
 	case !slices.Contains(Storages, c.storage):
 		return fmt.Errorf("invalid --storage %q: want one of %s", c.storage, strings.Join(Storages, ", "))
@@ -447,6 +481,15 @@ func (c *Command) runClear(ctx context.Context, out io.Writer, dir string, envir
 	return err
 }
 
+// agentSocket is the agent to ask: --agent, else $KPLUG_EXEC_CACHE_AGENT (the client's
+// environment or the exec block's env, whichever client-go gave last).
+func (c *Command) agentSocket(environ []string) string {
+	if c.agent != "" {
+		return c.agent
+	}
+	return lookupEnv(environ, AgentEnv)
+}
+
 // orNone maps a flag's 0 (none) to Options' "none" (negative); its zero means the
 // default.
 func orNone(d time.Duration) time.Duration {
@@ -498,12 +541,16 @@ func Main(ctx context.Context, name string, args []string, p Process) int {
 	var exitErr *execplugin.ExitError
 	var usage *UsageError
 	var recent *RecentFailureError
+	var agentErr *AgentError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &recent):
 		fmt.Fprintf(p.Stderr, "Error: %v\n", err)
 		return recent.ExitCode()
+	case errors.As(err, &agentErr):
+		fmt.Fprintf(p.Stderr, "Error: %v\n", err)
+		return agentErr.Code
 	case errors.As(err, &exitErr):
 		if exitErr.Code < 0 {
 			return 1 // killed by a signal

@@ -55,7 +55,7 @@ func answerTemplate(expiry string) string {
 }
 
 // fakePlugin makes the wrapped plugin, answering with answerTemplate.
-func fakePlugin(t *testing.T) *exectest.Plugin {
+func fakePlugin(t testing.TB) *exectest.Plugin {
 	t.Helper()
 	return exectest.New(t).Stdout(answerTemplate(""))
 }
@@ -103,7 +103,7 @@ func programMain() int {
 }
 
 // execInfoEnv returns the KUBERNETES_EXEC_INFO entry a client would set.
-func execInfoEnv(t *testing.T, apiVersion string, cluster *wire.Cluster, response *wire.Response) string {
+func execInfoEnv(t testing.TB, apiVersion string, cluster *wire.Cluster, response *wire.Response) string {
 	t.Helper()
 	b, err := (&wire.Info{APIVersion: apiVersion, Cluster: cluster, Response: response}).Encode()
 	if err != nil {

@@ -1,0 +1,346 @@
+package execcache
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kplug/kplug/execcred/wire"
+	"github.com/kplug/kplug/execplugin"
+	"github.com/kplug/kplug/internal/peercred"
+	"github.com/kplug/kplug/internal/privdir"
+)
+
+// Bounds of the agent against a remote that misbehaves: how long it may take to send its
+// request and to read the answer, and how many connections are served at once, in all and
+// from one peer process (beyond them a connection is told the agent is busy and closed).
+// Everything a remote forwards comes from one local process (its ssh, or the container's
+// client), so a remote that floods the agent uses up its own share, not the other remotes'.
+const (
+	agentReadTimeout  = 10 * time.Second
+	agentWriteTimeout = 10 * time.Second
+	agentMaxConns     = 256
+	agentMaxPerPeer   = 32
+)
+
+// agent serves the cache to remotes: `kplug exec-cache --serve`.
+type agent struct {
+	c           *Command
+	dir         string // the cache directory
+	environ     []string
+	accountHome string
+	stderr      io.Writer
+	log         *slog.Logger
+	uid         uint32
+
+	mu     sync.Mutex
+	conns  int
+	byPeer map[int32]int
+}
+
+// DefaultAgentSocket is where --serve listens without --agent: beside the cache directory,
+// in a directory of its own.
+func DefaultAgentSocket(cacheDir string) string {
+	return filepath.Join(filepath.Dir(cacheDir), "agent", "exec-cache.sock")
+}
+
+// runAgent listens on socket until ctx is done, answering the calls remotes forward to it.
+func (c *Command) runAgent(ctx context.Context, dir, socket string, p Process) error {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		return fmt.Errorf("exec-cache --serve: the agent tells who connects by the peer's credentials on its socket, which %s does not give: run it on Linux or macOS", runtime.GOOS)
+	}
+	log := p.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// The configuration must be readable now, not at the first remote's call.
+	if _, err := loadAgentConfig(p.Environ); err != nil {
+		return &UsageError{Err: fmt.Errorf("exec-cache --serve: %w", err)}
+	}
+	ln, err := listenAgent(socket)
+	if err != nil {
+		return err
+	}
+	euid := os.Geteuid()
+	if euid < 0 {
+		return fmt.Errorf("exec-cache --serve: no user id on %s", runtime.GOOS)
+	}
+	a := &agent{
+		c: c, dir: dir, environ: p.Environ, accountHome: p.AccountHome, stderr: p.Stderr, log: log,
+		uid: uint32(euid), byPeer: map[int32]int{}, //nolint:gosec // checked not negative above
+	}
+	log.Info("exec-cache agent: listening on "+socket, "cache", dir)
+	fmt.Fprintf(p.Stderr, "exec-cache agent: forward it with `ssh -R /tmp/kplug-agent.sock:%s HOST` (then export %s=/tmp/kplug-agent.sock there), "+
+		"or bind-mount %s into a dev container; stop with Ctrl-C\n", socket, AgentEnv, filepath.Dir(socket))
+
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	var acceptErr error
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				acceptErr = fmt.Errorf("exec-cache agent: accepting on %s: %w", socket, err)
+			}
+			break
+		}
+		wg.Go(func() { a.handle(ctx, conn) })
+	}
+	_ = ln.Close()
+	removeOwnSocket(socket, ln)
+	wg.Wait()
+	log.Info("exec-cache agent: stopped")
+	return acceptErr
+}
+
+// listenAgent listens on socket, in a private directory (created if missing): nobody else
+// may reach, replace or remove the socket. A socket something still answers on is not
+// taken over; a stale one (refused) is replaced.
+func listenAgent(socket string) (*net.UnixListener, error) {
+	dir := filepath.Dir(socket)
+	if err := privdir.Ensure(dir); err != nil {
+		return nil, fmt.Errorf("exec-cache --serve: the socket's directory: %w", err)
+	}
+	if info, err := os.Lstat(socket); err == nil {
+		if info.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("exec-cache --serve: %s exists and is not a socket: remove it or pass another --agent", socket)
+		}
+		d := net.Dialer{Timeout: time.Second}
+		conn, err := d.DialContext(context.Background(), "unix", socket)
+		if err == nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("exec-cache --serve: an agent already listens on %s", socket)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("exec-cache --serve: %s exists and cannot be checked: %w", socket, err)
+		}
+		if err := os.Remove(socket); err != nil {
+			return nil, fmt.Errorf("exec-cache --serve: removing the stale socket: %w", err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("exec-cache --serve: listening on %s: %w", socket, err)
+	}
+	ln.SetUnlinkOnClose(false) // removeOwnSocket removes it only if it is still this one
+	if err := os.Chmod(socket, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("exec-cache --serve: %w", err)
+	}
+	return ln, nil
+}
+
+// removeOwnSocket removes the socket file on the way out, unless another agent has taken
+// its place meanwhile.
+func removeOwnSocket(socket string, ln *net.UnixListener) {
+	d := net.Dialer{Timeout: time.Second}
+	if conn, err := d.DialContext(context.Background(), "unix", socket); err == nil {
+		_ = conn.Close()
+		return // someone else listens there now
+	}
+	_ = os.Remove(socket)
+	_ = ln
+}
+
+// handle serves one connection: who it is, one request, one answer.
+func (a *agent) handle(ctx context.Context, conn net.Conn) {
+	defer func() { _ = conn.Close() }()
+	cred, err := peercred.Of(conn)
+	if err != nil {
+		a.log.Warn("exec-cache agent: refusing a connection whose peer cannot be read", "err", err)
+		return
+	}
+	who := []any{"peerPID", cred.PID, "peerUID", cred.UID, "peer", processName(cred.PID)}
+	if !a.acquire(cred.PID) {
+		a.log.Warn("exec-cache agent: too many connections at once; turning one away", who...)
+		a.reply(conn, agentAnswer{Error: "the agent is busy: too many connections at once from here; retry"})
+		return
+	}
+	defer a.release(cred.PID)
+	if cred.UID != a.uid {
+		a.log.Warn("exec-cache agent: refused a connection from another user", who...)
+		a.reply(conn, agentAnswer{Error: fmt.Sprintf("refused: this agent answers its own user (uid %d) only, and the connection came from uid %d", a.uid, cred.UID)})
+		return
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(agentReadTimeout))
+	frame, err := readFrame(conn, maxAgentRequest)
+	if errors.Is(err, io.EOF) {
+		a.log.Debug("exec-cache agent: a connection closed without a request", who...)
+		return
+	}
+	if err != nil {
+		a.log.Warn("exec-cache agent: no request read", append(who, "err", err)...)
+		if errors.Is(err, errFrameTooLarge) {
+			a.reply(conn, agentAnswer{Error: "refused: " + err.Error()})
+		}
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	var req agentRequest
+	dec := json.NewDecoder(bytes.NewReader(frame))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Version != agentVersion || req.Command == "" {
+		a.log.Warn("exec-cache agent: refused a malformed request", who...)
+		a.reply(conn, agentAnswer{Error: fmt.Sprintf("refused: not a request of this agent's protocol (version %d)", agentVersion)})
+		return
+	}
+	who = append(who, "remoteHost", clip(req.Host, 64), "remoteClientPID", req.Client.PID)
+	ans, cmdline := a.answer(ctx, cred, &req)
+	who = append(who, "command", cmdline)
+	if ans.Error != "" {
+		a.log.Warn("exec-cache agent: refused", append(who, "why", ans.Error)...)
+	} else {
+		a.log.Info("exec-cache agent: answered", who...)
+	}
+	a.reply(conn, ans)
+}
+
+// acquire counts a connection from peer in, if the bounds allow it.
+func (a *agent) acquire(peer int32) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conns >= agentMaxConns || a.byPeer[peer] >= agentMaxPerPeer {
+		return false
+	}
+	a.conns++
+	a.byPeer[peer]++
+	return true
+}
+
+func (a *agent) release(peer int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.conns--
+	if a.byPeer[peer]--; a.byPeer[peer] == 0 {
+		delete(a.byPeer, peer)
+	}
+}
+
+// reply writes the answer, giving up on a remote that does not read it in time.
+func (a *agent) reply(conn net.Conn, ans agentAnswer) {
+	body, err := json.Marshal(ans)
+	if err != nil {
+		return
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(agentWriteTimeout))
+	if err := writeFrame(conn, body); err != nil {
+		a.log.Debug("exec-cache agent: the answer was not delivered", "err", err)
+	}
+}
+
+// answer runs the call as the workstation's kubeconfig names it, through the cache, and
+// returns the answer with the command line to log (its arguments redacted).
+func (a *agent) answer(ctx context.Context, cred peercred.Cred, req *agentRequest) (agentAnswer, string) {
+	cmdline := strings.Join(append([]string{clip(req.Command, 256)}, redactArgs(req.Args)...), " ")
+	info, err := wire.LoadInfo(req.Info)
+	if err != nil {
+		return agentAnswer{Error: "refused: " + err.Error()}, cmdline
+	}
+	if info.HTTPSignature != nil {
+		return agentAnswer{Error: "refused: the client signs its requests (KEP-6308 httpSignature), and the agent never sends signing material: sign on the machine that holds the key"}, cmdline
+	}
+	cfg, err := loadAgentConfig(a.environ)
+	if err != nil {
+		return agentAnswer{Error: err.Error()}, cmdline
+	}
+	n, err := cfg.find(req.Command, req.Args, info.Cluster)
+	if err != nil {
+		return agentAnswer{Error: "refused: " + err.Error()}, cmdline
+	}
+	// The plugin is told what the workstation's kubeconfig says, and runs without a
+	// terminal: a login it needs happens here, where the browser is.
+	plugin := &wire.Info{APIVersion: info.APIVersion, Cluster: n.Cluster, Response: info.Response}
+	encoded, err := plugin.Encode()
+	if err != nil {
+		return agentAnswer{Error: err.Error()}, cmdline
+	}
+	env := make([]string, 0, len(a.environ)+len(n.Env)+1)
+	for _, kv := range a.environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if envName(name) != envName(AgentEnv) && envName(name) != envName(wire.InfoEnv) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, n.Env...)
+	env = append(env, wire.InfoEnv+"="+strings.TrimSuffix(string(encoded), "\n"))
+	policies, err := a.c.loadKuberc(Process{Environ: a.environ, Caller: Caller{Environ: a.environ}, AccountHome: a.accountHome, Log: a.log})
+	if err != nil {
+		return agentAnswer{Error: err.Error()}, cmdline
+	}
+	var out bytes.Buffer
+	err = Run(ctx, Options{
+		Command: n.Command, Args: n.Args, Dir: a.dir, Storage: a.c.storage, Skew: orNone(a.c.skew),
+		DefaultTTL: a.c.defaultTTL, LockTimeout: a.c.lockTimeout, Timeout: a.c.timeout,
+		KeyEnv: KeyEnv{Ignore: a.c.ignoreEnv, Declare: a.c.keyEnv}, Failures: orNone(a.c.failures),
+		Environ: env, Stdout: &out, Stderr: a.stderr, Log: a.log, Policies: policies,
+		// The remote's client, kept apart from this machine's processes: a second call from
+		// it is a refresh, as for a local client.
+		Client: remoteClient(cred, req.Client),
+		Caller: Caller{Environ: a.environ},
+	})
+	var exitErr *execplugin.ExitError
+	var recent *RecentFailureError
+	switch {
+	case errors.As(err, &recent):
+		return agentAnswer{Error: recent.Error(), Code: recent.ExitCode()}, cmdline
+	case errors.As(err, &exitErr):
+		return agentAnswer{Error: fmt.Sprintf("the workstation's %s failed (%v); its output is in the agent's log there", n.Command, exitErr), Code: exitErr.Code}, cmdline
+	case err != nil:
+		return agentAnswer{Error: err.Error()}, cmdline
+	}
+	status, err := wire.Decode(info.APIVersion, out.Bytes())
+	if err != nil {
+		return agentAnswer{Error: "the workstation's plugin answered no valid ExecCredential: " + err.Error()}, cmdline
+	}
+	if why := status.Unstorable(); why != "" {
+		return agentAnswer{Error: "refused: the answer is not sent to a remote: " + why}, cmdline
+	}
+	if out.Len() > maxAgentAnswer-1024 {
+		return agentAnswer{Error: fmt.Sprintf("the answer is %d bytes, more than the agent sends", out.Len())}, cmdline
+	}
+	return agentAnswer{Stdout: out.Bytes()}, cmdline
+}
+
+// remoteClient is the Client a remote's call counts as: the pid it declares, marked with
+// the local process it came through, so that it is never taken for a process here.
+func remoteClient(via peercred.Cred, c Client) Client {
+	if c.PID <= 0 {
+		return Client{}
+	}
+	return Client{PID: c.PID, Start: fmt.Sprintf("remote via pid %d: %s", via.PID, clip(c.Start, 64))}
+}
+
+// clip bounds a string a remote declared, for logs and entries.
+func clip(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+// processName names the process behind a connection for the log (its executable), or ""
+// where it cannot be read.
+func processName(pid int32) string {
+	if runtime.GOOS != "linux" || pid <= 0 {
+		return ""
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return ""
+	}
+	return exe
+}
