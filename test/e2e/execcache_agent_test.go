@@ -356,7 +356,7 @@ func TestExecCacheAgentContainer(t *testing.T) {
 	if err != nil || !strings.Contains(out, "refused") || strings.Contains(out, token) {
 		t.Errorf("%v asking the agent: %q, %v; want an answer that refuses it:\n%s", attacker, out, err, errOut)
 	}
-	if lines := agent.logLines("refused", strconv.Itoa(attacker.UID)); len(lines) == 0 {
+	if lines := agent.logLines("refused", "peerUID="+strconv.Itoa(attacker.UID)); len(lines) == 0 {
 		t.Errorf("the agent logged no refusal of uid %d:\n%s", attacker.UID, agent.log())
 	}
 	if got := runs(); got != 1 {
@@ -637,13 +637,19 @@ func TestExecCacheAgentHostile(t *testing.T) {
 			_, _ = c.Write(payload)
 		}
 	}
-	garbage := bytes.Repeat([]byte("\x00\xffnot a frame{{{"), 4096)
-	for range 10 {
-		hold("garbage", garbage)
-	}
-	huge := append(binary.BigEndian.AppendUint32(nil, 0xffffffff), bytes.Repeat([]byte{'x'}, 1<<20)...)
-	for range 10 {
-		hold("a frame announcing 4 GiB", huge)
+	// Garbage and a frame announcing 4 GiB (followed by a MiB of it) are refused with an
+	// answer; the refusal of the frame comes from its length, before its body is read.
+	for what, payload := range map[string][]byte{
+		"garbage":                  bytes.Repeat([]byte("\x00\xffnot a frame{{{"), 4096),
+		"a frame of garbage":       frame(bytes.Repeat([]byte("{not json"), 100)),
+		"a frame announcing 4 GiB": append(binary.BigEndian.AppendUint32(nil, 0xffffffff), bytes.Repeat([]byte{'x'}, 1<<20)...),
+	} {
+		for range 5 {
+			answer, err := askAgentRaw(agent.socket, payload)
+			if err != nil || !strings.Contains(answer, "refused") || strings.Contains(answer, cp.TokenUser.Token) {
+				t.Errorf("%s: answered %q, %v; want a refusal", what, answer, err)
+			}
+		}
 	}
 	req := agentRequestFrame(s.plugin)
 	for range 10 {
