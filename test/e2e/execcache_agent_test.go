@@ -191,8 +191,9 @@ func filesContaining(t *testing.T, dir, secret string) []string {
 	return found
 }
 
-// inNamespace runs argv as u in a mount namespace of its own ("the container"), where the
-// directory from is bind-mounted on to, with exactly env as its environment.
+// inNamespace runs argv as u in a mount namespace of its own ("the container"), where from
+// (a directory, or the socket alone) is bind-mounted on to, with exactly env as its
+// environment.
 func inNamespace(t *testing.T, u *localuser.User, from, to string, env []string, argv ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	script := `uid=$0 gid=$3; mount --bind "$1" "$2" && shift 4 && exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"`
@@ -350,14 +351,24 @@ func TestExecCacheAgentContainer(t *testing.T) {
 	bSocket := filepath.Join(reach, "exec-cache.sock")
 	writeBytes(t, bSocket, nil)
 	attackerEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + attacker.Home, agentAskEnv + "=" + bSocket, agentAskCommandEnv + "=" + plugin}
-	out, errOut, err = runEnv(t, attackerEnv, "unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-		`mount --bind "$1" "$2" && exec setpriv --reuid="$0" --regid="$3" --clear-groups -- "$4"`,
-		strconv.Itoa(attacker.UID), socket, bSocket, strconv.Itoa(attacker.GID), asker)
+	out, errOut, err = inNamespace(t, attacker, socket, bSocket, attackerEnv, asker)
 	if err != nil || !strings.Contains(out, "refused") || strings.Contains(out, token) {
 		t.Errorf("%v asking the agent: %q, %v; want an answer that refuses it:\n%s", attacker, out, err, errOut)
 	}
 	if lines := agent.logLines("refused", "peerUID="+strconv.Itoa(attacker.UID)); len(lines) == 0 {
 		t.Errorf("the agent logged no refusal of uid %d:\n%s", attacker.UID, agent.log())
+	}
+	// Through the real remote side, the attacker's kubectl stops before asking: the
+	// process listening is another user's.
+	attackerKubeconfig := filepath.Join(reach, "kubeconfig")
+	agentKubeconfig(t, cp, attackerKubeconfig, lean, map[string][]string{"agent": {plugin}}, "--agent", bSocket)
+	if err := os.Chmod(attackerKubeconfig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err = inNamespace(t, attacker, socket, bSocket, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + attacker.Home},
+		kubectl, "--kubeconfig", attackerKubeconfig, "auth", "whoami")
+	if err == nil || strings.Contains(out+errOut, token) || !strings.Contains(errOut, "uid "+strconv.Itoa(workstation.UID)) {
+		t.Errorf("%v's kubectl through the agent: %q, %v; want a refusal naming uid %d:\n%s", attacker, out, err, workstation.UID, errOut)
 	}
 	if got := runs(); got != 1 {
 		t.Errorf("the plugin ran %d times, want 1: refusals run nothing", got)
@@ -551,6 +562,10 @@ func TestExecCacheAgentSSH(t *testing.T) {
 	host, _ := os.Hostname()
 	if lines := agent.logLines("answered", "ssh", host); len(lines) != 3 {
 		t.Errorf("the agent logged %d answers naming the ssh client and host %q, want 3:\n%s", len(lines), host, agent.log())
+	}
+
+	if found := filesContaining(t, remote, cp.TokenUser.Token); len(found) > 0 {
+		t.Errorf("the SSH session's side wrote the token to disk: %v", found)
 	}
 
 	server.WaitIdle(t)
