@@ -254,7 +254,7 @@ func TestExecCacheAgentContainer(t *testing.T) {
 	// The workstation logs in once, with its own kubectl, in the environment the agent
 	// has: for a plugin it does not know, exec-cache keys its entries by the environment.
 	whoami := []string{"auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"}
-	out := workstation.Sh(t, "KUBECONFIG="+localQuote(kubeconfig)+" exec "+localQuote(append([]string{kubectl}, whoami...)...))
+	out := workstation.Sh(t, "KUBECONFIG="+sshd.Quote(kubeconfig)+" exec "+sshd.Quote(append([]string{kubectl}, whoami...)...))
 	if out != user || runs() != 1 {
 		t.Fatalf("the workstation's kubectl: %q after %d plugin runs, want %q after 1", out, runs(), user)
 	}
@@ -384,9 +384,6 @@ func TestExecCacheAgentContainer(t *testing.T) {
 	}
 	agent.running(t)
 }
-
-// localQuote quotes args for sh.
-func localQuote(args ...string) string { return sshd.Quote(args...) }
 
 // testBinary is this test binary, which the attacker runs as the agent client of its own
 // (agentAskEnv).
@@ -598,12 +595,6 @@ func procUsage(t *testing.T, pid int) (rssKB, fds int) {
 	return rssKB, len(entries)
 }
 
-// hostileConn is one connection of the hostile remote, kept open until the test ends.
-type hostileConn struct {
-	what string
-	conn net.Conn
-}
-
 // TestExecCacheAgentHostile: a remote of the agent's own user that misbehaves (garbage, a
 // frame announcing 4 GiB, half a request then silence, a request whose answer it never
 // reads, and 500 idle connections it keeps open, reopening any the agent closes) does not
@@ -637,15 +628,15 @@ func TestExecCacheAgentHostile(t *testing.T) {
 		}
 		return c
 	}
-	var held []hostileConn
+	var held []net.Conn
 	defer func() {
 		for _, h := range held {
-			_ = h.conn.Close()
+			_ = h.Close()
 		}
 	}()
-	hold := func(what string, payload []byte) {
+	hold := func(payload []byte) {
 		c := dial()
-		held = append(held, hostileConn{what, c})
+		held = append(held, c)
 		if len(payload) > 0 {
 			// The agent may stop reading (or close) before all of it is written.
 			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -668,10 +659,10 @@ func TestExecCacheAgentHostile(t *testing.T) {
 	}
 	req := agentRequestFrame(s.plugin)
 	for range 10 {
-		hold("half a request", req[:len(req)/2])
+		hold(req[:len(req)/2])
 	}
 	for range 10 {
-		hold("a request whose answer is never read", req)
+		hold(req) // and never read the answer
 	}
 
 	// 500 idle connections from 10 processes, each connection reopened when the agent
@@ -732,7 +723,7 @@ func TestExecCacheAgentHostile(t *testing.T) {
 	}
 	procs, stdins = nil, nil
 	for _, h := range held {
-		_ = h.conn.Close()
+		_ = h.Close()
 	}
 	held = nil
 	t.Logf("under attack: RSS up to %d kB, up to %d open descriptors; the agent closed %d idle connections, reopened", maxRSS, maxFDs, reopened)
