@@ -26,6 +26,8 @@ needs=(
 	skopeo:skopeo                         # a real registry client through the docker credential helper
 	/usr/share/bash-completion/bash_completion:bash-completion   # kplug completion bash, run in bash
 	/usr/sbin/runc:runc                   # the container runtime of the kubelet tests' containerd
+	/usr/sbin/sshd:openssh-server         # sshd on loopback: ssh -R forwarding of the exec-cache agent
+	ssh:openssh-client                    # the ssh session (and ssh-keygen) of those tests
 )
 missing=()
 for pair in "${needs[@]}"; do
