@@ -23,6 +23,7 @@ import (
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/internal/testkit/exectest"
 	"github.com/kplug/kplug/internal/testkit/localuser"
+	"github.com/kplug/kplug/internal/testkit/testlog"
 )
 
 // agentSetup is an agent serving in process, from a kubeconfig naming the fake plugin.
@@ -33,26 +34,8 @@ type agentSetup struct {
 	socket     string
 	cache      string
 	kubeconfig string
-	log        *syncBuffer
+	log        *testlog.Buffer
 	stop       func()
-}
-
-// syncBuffer is a bytes.Buffer for the agent's log, written by its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // pluginLine is the command line the workstation's kubeconfig names: the fake plugin.
@@ -65,7 +48,7 @@ func startAgent(t testing.TB, plugin *exectest.Plugin) *agentSetup {
 	t.Helper()
 	dir := t.TempDir()
 	a := &agentSetup{t: t, plugin: plugin, dir: dir, socket: filepath.Join(dir, "agent", "agent.sock"),
-		cache: filepath.Join(dir, "cache"), kubeconfig: filepath.Join(dir, "kubeconfig"), log: &syncBuffer{}}
+		cache: filepath.Join(dir, "cache"), kubeconfig: filepath.Join(dir, "kubeconfig"), log: &testlog.Buffer{}}
 	env := ""
 	for _, kv := range plugin.Env() {
 		name, value, _ := strings.Cut(kv, "=")

@@ -579,20 +579,11 @@ func TestExecCacheAgentSSH(t *testing.T) {
 // procUsage reads a process's resident memory (kB) and open file descriptors from /proc.
 func procUsage(t *testing.T, pid int) (rssKB, fds int) {
 	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			rssKB, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		}
-	}
 	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rssKB, len(entries)
+	return int(rss(t, pid) >> 10), len(entries)
 }
 
 // TestExecCacheAgentHostile: a remote of the agent's own user that misbehaves (garbage, a
