@@ -268,12 +268,18 @@ func TestAgentSendsNoSigningMaterial(t *testing.T) {
 	}
 }
 
+// TestAgentPassesOnThePluginsFailure: the remote gets the exit code and where to look, not
+// what the plugin wrote: its stdout is dropped and its stderr (here a refresh token, as a
+// failing login may print) stays on the workstation.
 func TestAgentPassesOnThePluginsFailure(t *testing.T) {
-	a := startAgent(t, exectest.New(t).Stdout("secret stdout").Stderr("login failed\n").Exit(7))
+	a := startAgent(t, exectest.New(t).Stdout("secret stdout").Stderr("login failed: refresh_token=s3cr3t\n").Exit(7))
 	out, err := a.ask(Client{}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...)
 	var agentErr *AgentError
 	if !errors.As(err, &agentErr) || agentErr.Code != 7 || out != "" || strings.Contains(err.Error(), "secret stdout") {
 		t.Fatalf("%q, %v", out, err)
+	}
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("the plugin's stderr was sent to the remote: %v", err)
 	}
 	if !strings.Contains(a.log.String(), "login failed") {
 		t.Errorf("the plugin's stderr is not in the agent's output:\n%s", a.log)

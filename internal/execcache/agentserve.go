@@ -294,6 +294,16 @@ func (a *agent) answer(ctx context.Context, cred peercred.Cred, req *agentReques
 	})
 	var exitErr *execplugin.ExitError
 	var recent *RecentFailureError
+	// The plugin's stderr went to this agent's stderr, where its user reads it; its tail,
+	// which a failing login may fill with a refresh token or a device code, stays here
+	// (and no "its stderr is above", which is not so on the remote).
+	var timeoutErr *execplugin.TimeoutError
+	if errors.As(err, &exitErr) {
+		exitErr.Stderr = ""
+	}
+	if errors.As(err, &timeoutErr) {
+		timeoutErr.Stderr = ""
+	}
 	switch {
 	case errors.As(err, &recent):
 		return agentAnswer{Error: recent.Error(), Code: recent.ExitCode()}, cmdline
