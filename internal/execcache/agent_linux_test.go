@@ -257,6 +257,60 @@ func TestAgentTellsThePluginTheWorkstationsCluster(t *testing.T) {
 	}
 }
 
+// TestAgentRunsARelativeCommandFromTheKubeconfigsDirectory: kubectl runs an exec block's
+// command bin/plugin from the directory of the kubeconfig that names it; so does the agent,
+// not a bin/plugin in the directory it was started in (a repository's, say).
+func TestAgentRunsARelativeCommandFromTheKubeconfigsDirectory(t *testing.T) {
+	plugin := fakePlugin(t)
+	a := startAgent(t, plugin)
+	bin := filepath.Join(a.dir, "bin")
+	if err := os.Mkdir(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(os.Args[0], filepath.Join(bin, "plugin")); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(t.TempDir(), "bin")
+	if err := os.Mkdir(planted, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "planted-ran")
+	if err := os.WriteFile(filepath.Join(planted, "plugin"), []byte("#!/bin/sh\ntouch "+marker+"\nexit 1\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(planted))
+	env := ""
+	for _, kv := range plugin.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		env += fmt.Sprintf("\n      - name: %s\n        value: %q", name, value)
+	}
+	f, err := os.OpenFile(a.kubeconfig, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fmt.Fprintf(f, `- name: relative
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: bin/plugin
+      args: [%q]
+      env:%s
+`, pluginLine[1], env)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.ask(Client{PID: 3, Start: "3"}, execInfoEnv(t, wire.V1, nil, nil), "bin/plugin", pluginLine[1])
+	if err != nil || out != answer(wire.V1, "none", 1, "") {
+		t.Fatalf("%q, %v\n%s", out, err, a.log)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the agent ran the bin/plugin of its working directory")
+	}
+}
+
 func TestAgentSendsNoSigningMaterial(t *testing.T) {
 	a := startAgent(t, exectest.New(t).Stdout(`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"httpSignature":{"keyID":"k","secretBase64":"c2VjcmV0"}}}`))
 	_, err := a.ask(Client{}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...)
