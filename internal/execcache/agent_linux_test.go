@@ -192,6 +192,23 @@ func TestAgentAnswersFromItsCache(t *testing.T) {
 	}
 }
 
+// TestAgentSeesARefreshThroughANewConnection: through a bind mount, each call of a remote
+// client comes from a kplug-exec-cache process of its own; the client's second call is
+// still a refresh after a 401, and runs the plugin again.
+func TestAgentSeesARefreshThroughANewConnection(t *testing.T) {
+	a := startAgent(t, fakePlugin(t))
+	info := execInfoEnv(t, wire.V1, nil, nil)
+	for i := 1; i <= 2; i++ {
+		// The program's client is its parent: this test, both times.
+		program := exec.CommandContext(t.Context(), os.Args[0], "--agent", a.socket, "--", pluginLine[0], pluginLine[1])
+		program.Env = append(os.Environ(), programEnv+"=1", info)
+		out, err := program.Output()
+		if err != nil || !strings.Contains(string(out), fmt.Sprintf(`"token":"tok-none-%d-`, i)) {
+			t.Fatalf("call %d: %q, %v\n%s", i, out, err, a.log)
+		}
+	}
+}
+
 func TestAgentRefuses(t *testing.T) {
 	a := startAgent(t, fakePlugin(t))
 	v1 := execInfoEnv(t, wire.V1, nil, nil)
