@@ -176,6 +176,23 @@ func TestAgentAnswersFromItsCache(t *testing.T) {
 	}
 }
 
+// TestAgentSeesARefreshThroughANewConnection: through a bind mount, each call of a remote
+// client comes from a kplug-exec-cache process of its own; the client's second call is
+// still a refresh after a 401, and runs the plugin again.
+func TestAgentSeesARefreshThroughANewConnection(t *testing.T) {
+	a := startAgent(t, fakePlugin(t))
+	info := execInfoEnv(t, wire.V1, nil, nil)
+	for i := 1; i <= 2; i++ {
+		// The program's client is its parent: this test, both times.
+		program := exec.CommandContext(t.Context(), os.Args[0], "--agent", a.socket, "--", pluginLine[0], pluginLine[1])
+		program.Env = append(os.Environ(), programEnv+"=1", info)
+		out, err := program.Output()
+		if err != nil || !strings.Contains(string(out), fmt.Sprintf(`"token":"tok-none-%d-`, i)) {
+			t.Fatalf("call %d: %q, %v\n%s", i, out, err, a.log)
+		}
+	}
+}
+
 func TestAgentRefuses(t *testing.T) {
 	a := startAgent(t, fakePlugin(t))
 	v1 := execInfoEnv(t, wire.V1, nil, nil)
@@ -241,6 +258,60 @@ func TestAgentTellsThePluginTheWorkstationsCluster(t *testing.T) {
 	}
 }
 
+// TestAgentRunsARelativeCommandFromTheKubeconfigsDirectory: kubectl runs an exec block's
+// command bin/plugin from the directory of the kubeconfig that names it; so does the agent,
+// not a bin/plugin in the directory it was started in (a repository's, say).
+func TestAgentRunsARelativeCommandFromTheKubeconfigsDirectory(t *testing.T) {
+	plugin := fakePlugin(t)
+	a := startAgent(t, plugin)
+	bin := filepath.Join(a.dir, "bin")
+	if err := os.Mkdir(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(os.Args[0], filepath.Join(bin, "plugin")); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(t.TempDir(), "bin")
+	if err := os.Mkdir(planted, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "planted-ran")
+	if err := os.WriteFile(filepath.Join(planted, "plugin"), []byte("#!/bin/sh\ntouch "+marker+"\nexit 1\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(planted))
+	env := ""
+	for _, kv := range plugin.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		env += fmt.Sprintf("\n      - name: %s\n        value: %q", name, value)
+	}
+	f, err := os.OpenFile(a.kubeconfig, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fmt.Fprintf(f, `- name: relative
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: bin/plugin
+      args: [%q]
+      env:%s
+`, pluginLine[1], env)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.ask(Client{PID: 3, Start: "3"}, execInfoEnv(t, wire.V1, nil, nil), "bin/plugin", pluginLine[1])
+	if err != nil || out != answer(wire.V1, "none", 1, "") {
+		t.Fatalf("%q, %v\n%s", out, err, a.log)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the agent ran the bin/plugin of its working directory")
+	}
+}
+
 func TestAgentSendsNoSigningMaterial(t *testing.T) {
 	a := startAgent(t, exectest.New(t).Stdout(`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"httpSignature":{"keyID":"k","secretBase64":"c2VjcmV0"}}}`))
 	_, err := a.ask(Client{}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...)
@@ -252,12 +323,18 @@ func TestAgentSendsNoSigningMaterial(t *testing.T) {
 	}
 }
 
+// TestAgentPassesOnThePluginsFailure: the remote gets the exit code and where to look, not
+// what the plugin wrote: its stdout is dropped and its stderr (here a refresh token, as a
+// failing login may print) stays on the workstation.
 func TestAgentPassesOnThePluginsFailure(t *testing.T) {
-	a := startAgent(t, exectest.New(t).Stdout("secret stdout").Stderr("login failed\n").Exit(7))
+	a := startAgent(t, exectest.New(t).Stdout("secret stdout").Stderr("login failed: refresh_token=s3cr3t\n").Exit(7))
 	out, err := a.ask(Client{}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...)
 	var agentErr *AgentError
 	if !errors.As(err, &agentErr) || agentErr.Code != 7 || out != "" || strings.Contains(err.Error(), "secret stdout") {
 		t.Fatalf("%q, %v", out, err)
+	}
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("the plugin's stderr was sent to the remote: %v", err)
 	}
 	if !strings.Contains(a.log.String(), "login failed") {
 		t.Errorf("the plugin's stderr is not in the agent's output:\n%s", a.log)

@@ -68,7 +68,18 @@ type kcExec struct {
 		Name  string `json:"name"`
 		Value string `json:"value"`
 	} `json:"env"`
-	ProvideClusterInfo bool `json:"provideClusterInfo"`
+	ProvideClusterInfo bool   `json:"provideClusterInfo"`
+	dir                string // the absolute directory of the file that defined it
+}
+
+// path is the block's command as client-go runs it: a relative path with a directory in it
+// (bin/plugin, ./plugin) is relative to the kubeconfig file that defined the block, not to
+// the agent's working directory; a bare name is left to PATH.
+func (e *kcExec) path() string {
+	if e.dir == "" || filepath.IsAbs(e.Command) || !strings.ContainsRune(e.Command, filepath.Separator) {
+		return e.Command
+	}
+	return filepath.Join(e.dir, e.Command)
 }
 
 // named is what the workstation's kubeconfig names and the agent will run: a plugin, the
@@ -133,8 +144,15 @@ func loadAgentConfig(environ []string) (*agentConfig, error) {
 			return nil, fmt.Errorf("reading the kubeconfig %s: %w", path, err)
 		}
 		c.files = append(c.files, path)
+		dir, err := filepath.Abs(filepath.Dir(path))
+		if err != nil {
+			return nil, fmt.Errorf("reading the kubeconfig %s: %w", path, err)
+		}
 		for _, u := range kc.Users {
 			if _, ok := c.users[u.Name]; !ok {
+				if u.User.Exec != nil {
+					u.User.Exec.dir = dir
+				}
 				c.users[u.Name] = u.User.Exec
 			}
 		}
@@ -173,11 +191,12 @@ func readLimited(path string, limit int64) ([]byte, error) {
 }
 
 // wrappedBy returns the command line an exec block names: what follows -- for an
-// exec-cache block (kplug-exec-cache, or kplug exec-cache), else its own command and args.
-// An exec-cache block that asks an agent itself, or has no command, names nothing.
-func wrappedBy(e *kcExec) ([]string, bool) {
+// exec-cache block (kplug-exec-cache, or kplug exec-cache), else its own command and args
+// (own is then true: its command is the block's, which client-go resolves). An exec-cache
+// block that asks an agent itself, or has no command, names nothing.
+func wrappedBy(e *kcExec) (line []string, own, ok bool) {
 	if e == nil || e.Command == "" {
-		return nil, false
+		return nil, false, false
 	}
 	base := strings.TrimSuffix(filepath.Base(e.Command), ".exe")
 	args := e.Args
@@ -186,18 +205,18 @@ func wrappedBy(e *kcExec) ([]string, bool) {
 	case base == "kplug" && len(args) > 0 && args[0] == "exec-cache":
 		args = args[1:]
 	default:
-		return append([]string{e.Command}, e.Args...), true
+		return append([]string{e.Command}, e.Args...), true, true
 	}
 	i := slices.Index(args, "--")
 	if i < 0 || i == len(args)-1 {
-		return nil, false
+		return nil, false, false
 	}
 	for _, a := range args[:i] {
 		if a == "--agent" || strings.HasPrefix(a, "--agent=") || a == "--serve" || strings.HasPrefix(a, "--serve=") {
-			return nil, false
+			return nil, false, false
 		}
 	}
-	return args[i+1:], true
+	return args[i+1:], false, true
 }
 
 // find returns what the kubeconfig names for command and args, asked for by a client of
@@ -209,11 +228,16 @@ func (c *agentConfig) find(command string, args []string, remote *wire.Cluster) 
 	var servers []string
 	for _, user := range sortedKeys(c.users) {
 		e := c.users[user]
-		line, ok := wrappedBy(e)
+		line, own, ok := wrappedBy(e)
 		if !ok || !slices.Equal(line, want) {
 			continue
 		}
+		// The remote names the line as the kubeconfig writes it; what runs is the file
+		// kubectl would run for it here.
 		n := &named{User: user, Command: line[0], Args: line[1:]}
+		if own {
+			n.Command = e.path()
+		}
 		for _, v := range e.Env {
 			n.Env = append(n.Env, v.Name+"="+v.Value)
 		}

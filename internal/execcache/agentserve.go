@@ -203,7 +203,7 @@ func (a *agent) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	defer a.release()
-	ans, cmdline := a.answer(ctx, cred, &req)
+	ans, cmdline := a.answer(ctx, &req)
 	who = append(who, "command", cmdline)
 	if ans.Error != "" {
 		a.log.Warn("exec-cache agent: refused", append(who, "why", ans.Error)...)
@@ -264,7 +264,7 @@ func (a *agent) reply(conn net.Conn, ans agentAnswer) {
 
 // answer runs the call as the workstation's kubeconfig names it, through the cache, and
 // returns the answer with the command line to log (its arguments redacted).
-func (a *agent) answer(ctx context.Context, cred peercred.Cred, req *agentRequest) (agentAnswer, string) {
+func (a *agent) answer(ctx context.Context, req *agentRequest) (agentAnswer, string) {
 	cmdline := strings.Join(append([]string{clip(req.Command, 256)}, redactArgs(req.Args)...), " ")
 	info, err := wire.LoadInfo(req.Info)
 	if err != nil {
@@ -309,11 +309,21 @@ func (a *agent) answer(ctx context.Context, cred peercred.Cred, req *agentReques
 		Environ: env, Stdout: &out, Stderr: a.stderr, Log: a.log, Policies: policies,
 		// The remote's client, kept apart from this machine's processes: a second call from
 		// it is a refresh, as for a local client.
-		Client: remoteClient(cred, req.Client),
+		Client: remoteClient(req.Host, req.Client),
 		Caller: Caller{Environ: a.environ},
 	})
 	var exitErr *execplugin.ExitError
 	var recent *RecentFailureError
+	// The plugin's stderr went to this agent's stderr, where its user reads it; its tail,
+	// which a failing login may fill with a refresh token or a device code, stays here
+	// (and no "its stderr is above", which is not so on the remote).
+	var timeoutErr *execplugin.TimeoutError
+	if errors.As(err, &exitErr) {
+		exitErr.Stderr = ""
+	}
+	if errors.As(err, &timeoutErr) {
+		timeoutErr.Stderr = ""
+	}
 	switch {
 	case errors.As(err, &recent):
 		return agentAnswer{Error: recent.Error(), Code: recent.ExitCode()}, cmdline
@@ -335,13 +345,16 @@ func (a *agent) answer(ctx context.Context, cred peercred.Cred, req *agentReques
 	return agentAnswer{Stdout: out.Bytes()}, cmdline
 }
 
-// remoteClient is the Client a remote's call counts as: the pid it declares, marked with
-// the local process it came through, so that it is never taken for a process here.
-func remoteClient(via peercred.Cred, c Client) Client {
+// remoteClient is the Client a remote's call counts as: the pid it declares, marked as a
+// remote's and with the host it declares, so that it is never taken for a process here.
+// Not with the local process it came through: through a bind mount, that is the remote's
+// own kplug-exec-cache, a new one for each call, and a client's second call after a 401
+// would never be seen as a refresh.
+func remoteClient(host string, c Client) Client {
 	if c.PID <= 0 {
 		return Client{}
 	}
-	return Client{PID: c.PID, Start: fmt.Sprintf("remote via pid %d: %s", via.PID, clip(c.Start, 64))}
+	return Client{PID: c.PID, Start: fmt.Sprintf("remote %s: %s", clip(host, 64), clip(c.Start, 64))}
 }
 
 // clip bounds a string a remote declared, for logs and entries.
