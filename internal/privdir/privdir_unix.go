@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -53,4 +54,32 @@ func clearNonBlock(f *os.File) error {
 	}
 	_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, flags&^unix.O_NONBLOCK)
 	return err
+}
+
+// Ancestors checks dir and every directory above it: each must be a directory owned by root
+// or by uid, and closed to other users' writes unless sticky, so that nobody else can
+// rename or replace anything on the way to what dir holds. Ensure and Check look at the
+// directory itself; Ancestors is for what must also not be moved from under it, a socket
+// others connect to or a program that is started.
+func Ancestors(dir string, uid int) error {
+	for {
+		info, err := os.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok || !info.IsDir():
+			return fmt.Errorf("%s is not a directory", dir)
+		case st.Uid != 0 && int64(st.Uid) != int64(uid):
+			return fmt.Errorf("%s is owned by uid %d, neither root nor uid %d, so what is in it could be replaced", dir, st.Uid, uid)
+		case info.Mode().Perm()&0o022 != 0 && info.Mode()&fs.ModeSticky == 0:
+			return fmt.Errorf("%s is writable by other users (mode %v), so what is in it could be replaced", dir, info.Mode().Perm())
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil
+		}
+		dir = parent
+	}
 }

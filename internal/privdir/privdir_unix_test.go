@@ -218,3 +218,27 @@ func wantErr(t *testing.T, err error, substr string) {
 		t.Fatalf("got error %v, want one containing %q", err, substr)
 	}
 }
+
+func TestAncestors(t *testing.T) {
+	base := t.TempDir()
+	sticky := filepath.Join(base, "sticky")
+	mustMkdir(t, sticky, 0o777|os.ModeSticky)
+	shared := filepath.Join(base, "shared")
+	mustMkdir(t, shared, 0o777)
+	for _, dir := range []string{filepath.Join(sticky, "mine"), filepath.Join(shared, "mine")} {
+		mustMkdir(t, dir, 0o700)
+	}
+	if err := Ancestors(filepath.Join(sticky, "mine"), os.Geteuid()); err != nil {
+		t.Errorf("under a sticky directory: %v", err)
+	}
+	wantErr(t, Ancestors(filepath.Join(shared, "mine"), os.Geteuid()), shared+" is writable by other users (mode -rwxrwxrwx), so what is in it could be replaced")
+	wantErr(t, Ancestors(filepath.Join(base, "missing"), os.Geteuid()), "no such file or directory")
+	if os.Geteuid() == 0 {
+		other := filepath.Join(base, "other")
+		mustMkdir(t, other, 0o755)
+		if err := os.Chown(other, 12345, 12345); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, Ancestors(other, 0), other+" is owned by uid 12345, neither root nor uid 0")
+	}
+}

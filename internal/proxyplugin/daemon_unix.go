@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // installedLike checks that the daemon program at path (fi) is as closed to others as
@@ -30,22 +32,8 @@ func installedLike(path string, fi fs.FileInfo, self string) error {
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("%s is writable by other users (mode %v)", path, fi.Mode().Perm())
 	}
-	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
-		dfi, err := os.Lstat(dir)
-		if err != nil {
-			return err
-		}
-		dst, ok := dfi.Sys().(*syscall.Stat_t)
-		switch {
-		case !ok || !dfi.IsDir():
-			return fmt.Errorf("%s is not a directory", dir)
-		case dst.Uid != 0 && dst.Uid != sst.Uid:
-			return fmt.Errorf("%s is owned by uid %d, neither root nor kplug's owner, so %s could be replaced", dir, dst.Uid, filepath.Base(path))
-		case dfi.Mode().Perm()&0o022 != 0 && dfi.Mode()&fs.ModeSticky == 0:
-			return fmt.Errorf("%s is writable by other users (mode %v), so %s could be replaced", dir, dfi.Mode().Perm(), filepath.Base(path))
-		}
-		if parent := filepath.Dir(dir); parent == dir {
-			return nil
-		}
+	if err := privdir.Ancestors(filepath.Dir(path), int(sst.Uid)); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
+	return nil
 }

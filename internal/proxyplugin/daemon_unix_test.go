@@ -77,7 +77,7 @@ func TestSmallDaemonBeside(t *testing.T) {
 		{name: "another Go program", src: goTool(t, "gofmt"), dirMode: 0o755, mode: 0o755, wantErr: "not the kplug-proxy-plugin of this kplug (another toolchain, module or build settings)"},
 		{name: "not a Go program", src: notGo, dirMode: 0o755, mode: 0o755, wantErr: "not the kplug-proxy-plugin of this kplug"},
 		{name: "writable by others", src: daemon, dirMode: 0o755, mode: 0o775, wantErr: "writable by other users (mode -rwxrwxr-x)"},
-		{name: "directory writable by others", src: daemon, dirMode: 0o777, mode: 0o755, wantErr: "writable by other users (mode -rwxrwxrwx), so kplug-proxy-plugin could be replaced"},
+		{name: "directory writable by others", src: daemon, dirMode: 0o777, mode: 0o755, wantErr: "writable by other users (mode -rwxrwxrwx), so what is in it could be replaced"},
 		{name: "another owner", src: daemon, dirMode: 0o755, mode: 0o755, prepare: func(t *testing.T, daemon string) {
 			if os.Geteuid() != 0 {
 				t.Skip("changing a file's owner needs root")
@@ -90,7 +90,7 @@ func TestSmallDaemonBeside(t *testing.T) {
 			if err := os.Chmod(filepath.Dir(filepath.Dir(daemon)), 0o777); err != nil {
 				t.Fatal(err)
 			}
-		}, wantErr: "top is writable by other users (mode -rwxrwxrwx), so kplug-proxy-plugin could be replaced"},
+		}, wantErr: "top is writable by other users (mode -rwxrwxrwx), so what is in it could be replaced"},
 		{name: "a parent directory of another owner", src: daemon, dirMode: 0o755, mode: 0o755, prepare: func(t *testing.T, daemon string) {
 			if os.Geteuid() != 0 {
 				t.Skip("changing a directory's owner needs root")
@@ -98,7 +98,7 @@ func TestSmallDaemonBeside(t *testing.T) {
 			if err := os.Chown(filepath.Dir(filepath.Dir(daemon)), 12345, -1); err != nil {
 				t.Fatal(err)
 			}
-		}, wantErr: "top is owned by uid 12345, neither root nor kplug's owner"},
+		}, wantErr: "top is owned by uid 12345, neither root nor uid "},
 		{name: "a link", dirMode: 0o755, prepare: func(t *testing.T, link string) {
 			if err := os.Symlink(daemon, link); err != nil {
 				t.Fatal(err)
