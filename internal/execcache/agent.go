@@ -29,6 +29,11 @@ const (
 	agentVersion    = 1
 )
 
+// agentAnswerTimeout bounds the remote's wait for an answer: long enough for the agent to
+// wait out another call's login (DefaultLockTimeout) and run the plugin, not forever. A
+// variable for tests.
+var agentAnswerTimeout = 15 * time.Minute
+
 // agentRequest is what the remote side asks: the command line its exec block wraps, and
 // what its client said in KUBERNETES_EXEC_INFO. Host and Client are declared by the remote,
 // for the workstation's log and for noticing a refresh; nothing trusts them further.
@@ -117,6 +122,7 @@ func askAgent(ctx context.Context, socket string, args []string, environ []strin
 	if err := peercred.CheckOwnerOrRoot(conn); err != nil && !errors.Is(err, peercred.ErrUnsupported) {
 		return fmt.Errorf("exec-cache: the agent at %s: %w", socket, err)
 	}
+	_ = conn.SetDeadline(time.Now().Add(agentAnswerTimeout))
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	// An agent that refuses the connection answers before reading the request and closes:
@@ -129,6 +135,9 @@ func askAgent(ctx context.Context, socket string, args []string, environ []strin
 		}
 		if writeErr != nil {
 			return &AgentGoneError{Socket: socket, Err: writeErr}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("exec-cache: the agent at %s did not answer within %v", socket, agentAnswerTimeout)
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			return &AgentGoneError{Socket: socket, Err: errors.New("it closed the connection without an answer")}

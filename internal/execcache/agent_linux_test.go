@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +90,12 @@ users:
       args: [%q, cluster]
       provideClusterInfo: true
       env:%s
+- name: relative-wrapped
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: kplug-exec-cache
+      args: [--, bin/token]
 `, "Q0EK", pluginLine[0], pluginLine[1], env, pluginLine[0], pluginLine[1], env)
 	if err := os.WriteFile(a.kubeconfig, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)
@@ -140,7 +147,15 @@ func (a *agentSetup) ask(client Client, info string, line ...string) (string, er
 	return out.String(), err
 }
 
+// refreshAtOnce lets a remote's refresh run the plugin however fresh its answer, for t.
+func refreshAtOnce(t *testing.T) {
+	was := agentRefreshAfter
+	agentRefreshAfter = 0
+	t.Cleanup(func() { agentRefreshAfter = was })
+}
+
 func TestAgentAnswersFromItsCache(t *testing.T) {
+	refreshAtOnce(t)
 	a := startAgent(t, fakePlugin(t))
 	info := execInfoEnv(t, wire.V1, &wire.Cluster{Server: "https://remote.example"}, nil)
 	for i := range 5 {
@@ -180,6 +195,7 @@ func TestAgentAnswersFromItsCache(t *testing.T) {
 // client comes from a kplug-exec-cache process of its own; the client's second call is
 // still a refresh after a 401, and runs the plugin again.
 func TestAgentSeesARefreshThroughANewConnection(t *testing.T) {
+	refreshAtOnce(t)
 	a := startAgent(t, fakePlugin(t))
 	info := execInfoEnv(t, wire.V1, nil, nil)
 	for i := 1; i <= 2; i++ {
@@ -190,6 +206,28 @@ func TestAgentSeesARefreshThroughANewConnection(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), fmt.Sprintf(`"token":"tok-none-%d-`, i)) {
 			t.Fatalf("call %d: %q, %v\n%s", i, out, err, a.log)
 		}
+	}
+}
+
+// TestAgentBoundsRemoteRefreshes: a remote that asks again and again as the client it was
+// served to, or says in spec.response that the credential was rejected, runs the plugin
+// again at most once per agentRefreshAfter.
+func TestAgentBoundsRemoteRefreshes(t *testing.T) {
+	a := startAgent(t, fakePlugin(t))
+	v1 := execInfoEnv(t, wire.V1, nil, nil)
+	rejected := execInfoEnv(t, wire.V1alpha1, nil, &wire.Response{Code: 401})
+	for i := range 20 {
+		info := v1
+		if i%2 == 1 {
+			info = rejected
+		}
+		if _, err := a.ask(Client{PID: 7, Start: "7"}, info, pluginLine...); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	// The first v1 call and the first v1alpha1 call are misses of entries of their own.
+	if n := a.plugin.Runs(); n != 2 {
+		t.Fatalf("20 refreshes within %v ran the plugin %d times, want 2", agentRefreshAfter, n)
 	}
 }
 
@@ -212,6 +250,7 @@ func TestAgentRefuses(t *testing.T) {
 		{"a client that signs", execInfoEnv(t, wire.V1, nil, nil)[:len(wire.InfoEnv)+1] + `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false,"httpSignature":{"algorithm":"ecdsa-p256-sha256"}}}`,
 			pluginLine, "never sends signing material"},
 		{"not an ExecCredential", wire.InfoEnv + `={"kind":"Pod"}`, pluginLine, "refused"},
+		{"a relative command after --", v1, []string{"bin/token"}, "names bin/token by a relative path, which the agent does not run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := a.ask(Client{PID: 1, Start: "1"}, tc.info, tc.line...)
@@ -365,6 +404,54 @@ func TestAgentGone(t *testing.T) {
 	}
 }
 
+// TestAgentRemovesOnlyItsOwnSocket: an agent that stops after something else took its
+// socket's place (another agent's socket, live or not yet listening) leaves it alone.
+func TestAgentRemovesOnlyItsOwnSocket(t *testing.T) {
+	a := startAgent(t, fakePlugin(t))
+	if err := os.Rename(a.socket, a.socket+".old"); err != nil {
+		t.Fatal(err)
+	}
+	// A socket bound but not listening refuses connections, as a stale one does.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: a.socket}); err != nil {
+		t.Fatal(err)
+	}
+	a.stop()
+	if _, err := os.Lstat(a.socket); err != nil {
+		t.Fatalf("the stopping agent removed a socket it did not create: %v", err)
+	}
+}
+
+// TestAgentRemoteGivesUpOnASilentAgent: an agent that takes the request and never answers
+// gets one error after agentAnswerTimeout, not a client hung for ever.
+func TestAgentRemoteGivesUpOnASilentAgent(t *testing.T) {
+	was := agentAnswerTimeout
+	agentAnswerTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { agentAnswerTimeout = was })
+	socket := filepath.Join(t.TempDir(), "silent.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			accepted <- conn
+		}
+	}()
+	var out bytes.Buffer
+	err = askAgent(t.Context(), socket, pluginLine, []string{execInfoEnv(t, wire.V1, nil, nil)}, Client{}, &out)
+	if err == nil || !strings.Contains(err.Error(), "the agent at "+socket+" did not answer within 200ms") {
+		t.Fatalf("%v", err)
+	}
+	(<-accepted).Close()
+}
+
 func TestAgentServeRefusesUnsafePlaces(t *testing.T) {
 	a := startAgent(t, fakePlugin(t))
 	serve := func(socket string) error {
@@ -390,6 +477,15 @@ func TestAgentServeRefusesUnsafePlaces(t *testing.T) {
 	}
 	if err := serve(filepath.Join(shared, "agent.sock")); err == nil || !strings.Contains(err.Error(), "the socket's directory") {
 		t.Errorf("a socket in a directory others write to: %v", err)
+	}
+	// A private directory under one others may write to: they could move it aside and put
+	// their own socket in its place.
+	under := filepath.Join(shared, "private")
+	if err := os.Mkdir(under, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := serve(filepath.Join(under, "agent", "agent.sock")); err == nil || !strings.Contains(err.Error(), shared+" is writable by other users") {
+		t.Errorf("a socket under a directory others write to: %v", err)
 	}
 	file := filepath.Join(a.dir, "agent", "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {

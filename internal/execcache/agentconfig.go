@@ -237,6 +237,10 @@ func (c *agentConfig) find(command string, args []string, remote *wire.Cluster) 
 		n := &named{User: user, Command: line[0], Args: line[1:]}
 		if own {
 			n.Command = e.path()
+		} else if !filepath.IsAbs(n.Command) && strings.ContainsRune(n.Command, filepath.Separator) {
+			// exec-cache runs such a line from its client's working directory; the agent
+			// has none to share, and its own is wherever it was started.
+			return nil, fmt.Errorf("the workstation's kubeconfig names %s by a relative path, which the agent does not run: name it by an absolute path or by a name in PATH", n.Command)
 		}
 		for _, v := range e.Env {
 			n.Env = append(n.Env, v.Name+"="+v.Value)

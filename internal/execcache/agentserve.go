@@ -38,6 +38,10 @@ const (
 	agentMaxServing   = 256
 )
 
+// agentRefreshAfter bounds how often a remote's refresh (a second call as the same client,
+// after a 401) runs a plugin again: a remote can claim any client. A variable for tests.
+var agentRefreshAfter = 10 * time.Second
+
 // agent serves the cache to remotes: `kplug exec-cache --serve`.
 type agent struct {
 	c           *Command
@@ -72,7 +76,7 @@ func (c *Command) runAgent(ctx context.Context, dir, socket string, p Process) e
 	if _, err := loadAgentConfig(p.Environ); err != nil {
 		return &UsageError{Err: fmt.Errorf("exec-cache --serve: %w", err)}
 	}
-	ln, err := listenAgent(socket)
+	ln, mine, err := listenAgent(socket)
 	if err != nil {
 		return err
 	}
@@ -85,8 +89,8 @@ func (c *Command) runAgent(ctx context.Context, dir, socket string, p Process) e
 		uid: uint32(euid), waiting: connlist.New(), //nolint:gosec // checked not negative above
 	}
 	log.Info("exec-cache agent: listening on "+socket, "cache", dir)
-	fmt.Fprintf(p.Stderr, "exec-cache agent: forward it with `ssh -R /tmp/kplug-agent.sock:%s HOST` (then export %s=/tmp/kplug-agent.sock there), "+
-		"or bind-mount %s into a dev container; stop with Ctrl-C\n", socket, AgentEnv, filepath.Dir(socket))
+	fmt.Fprintf(p.Stderr, "exec-cache agent: forward it with `ssh -R /home/<you>/.kplug-agent.sock:%s HOST` (a path in a directory of yours there; "+
+		"then export %s=/home/<you>/.kplug-agent.sock there), or bind-mount %s into a dev container; stop with Ctrl-C\n", socket, AgentEnv, filepath.Dir(socket))
 
 	var wg sync.WaitGroup
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
@@ -103,7 +107,7 @@ func (c *Command) runAgent(ctx context.Context, dir, socket string, p Process) e
 		wg.Go(func() { a.handle(ctx, conn) })
 	}
 	_ = ln.Close()
-	removeOwnSocket(socket, ln)
+	removeOwnSocket(socket, mine)
 	wg.Wait()
 	log.Info("exec-cache agent: stopped")
 	return acceptErr
@@ -112,50 +116,56 @@ func (c *Command) runAgent(ctx context.Context, dir, socket string, p Process) e
 // listenAgent listens on socket, in a private directory (created if missing): nobody else
 // may reach, replace or remove the socket. A socket something still answers on is not
 // taken over; a stale one (refused) is replaced.
-func listenAgent(socket string) (*net.UnixListener, error) {
+func listenAgent(socket string) (*net.UnixListener, os.FileInfo, error) {
 	dir := filepath.Dir(socket)
 	if err := privdir.Ensure(dir); err != nil {
-		return nil, fmt.Errorf("exec-cache --serve: the socket's directory: %w", err)
+		return nil, nil, fmt.Errorf("exec-cache --serve: the socket's directory: %w", err)
+	}
+	// The directories above too: one another user could rename lets them put their own
+	// socket where forwards and clients look for the agent's.
+	if err := privdir.Ancestors(filepath.Dir(dir), os.Geteuid()); err != nil {
+		return nil, nil, fmt.Errorf("exec-cache --serve: the socket's directory: %w", err)
 	}
 	if info, err := os.Lstat(socket); err == nil {
 		if info.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("exec-cache --serve: %s exists and is not a socket: remove it or pass another --agent", socket)
+			return nil, nil, fmt.Errorf("exec-cache --serve: %s exists and is not a socket: remove it or pass another --agent", socket)
 		}
 		d := net.Dialer{Timeout: time.Second}
 		conn, err := d.DialContext(context.Background(), "unix", socket)
 		if err == nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("exec-cache --serve: an agent already listens on %s", socket)
+			return nil, nil, fmt.Errorf("exec-cache --serve: an agent already listens on %s", socket)
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("exec-cache --serve: %s exists and cannot be checked: %w", socket, err)
+			return nil, nil, fmt.Errorf("exec-cache --serve: %s exists and cannot be checked: %w", socket, err)
 		}
 		if err := os.Remove(socket); err != nil {
-			return nil, fmt.Errorf("exec-cache --serve: removing the stale socket: %w", err)
+			return nil, nil, fmt.Errorf("exec-cache --serve: removing the stale socket: %w", err)
 		}
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("exec-cache --serve: listening on %s: %w", socket, err)
+		return nil, nil, fmt.Errorf("exec-cache --serve: listening on %s: %w", socket, err)
 	}
 	ln.SetUnlinkOnClose(false) // removeOwnSocket removes it only if it is still this one
 	if err := os.Chmod(socket, 0o600); err != nil {
 		_ = ln.Close()
-		return nil, fmt.Errorf("exec-cache --serve: %w", err)
+		return nil, nil, fmt.Errorf("exec-cache --serve: %w", err)
 	}
-	return ln, nil
+	info, err := os.Lstat(socket)
+	if err != nil {
+		_ = ln.Close()
+		return nil, nil, fmt.Errorf("exec-cache --serve: %w", err)
+	}
+	return ln, info, nil
 }
 
-// removeOwnSocket removes the socket file on the way out, unless another agent has taken
-// its place meanwhile.
-func removeOwnSocket(socket string, ln *net.UnixListener) {
-	d := net.Dialer{Timeout: time.Second}
-	if conn, err := d.DialContext(context.Background(), "unix", socket); err == nil {
-		_ = conn.Close()
-		return // someone else listens there now
+// removeOwnSocket removes the socket file on the way out, if it is still the one this
+// agent created (mine), not one another agent put in its place.
+func removeOwnSocket(socket string, mine os.FileInfo) {
+	if now, err := os.Lstat(socket); err == nil && os.SameFile(now, mine) {
+		_ = os.Remove(socket)
 	}
-	_ = os.Remove(socket)
-	_ = ln
 }
 
 // handle serves one connection: who it is, one request, one answer.
@@ -309,8 +319,9 @@ func (a *agent) answer(ctx context.Context, req *agentRequest) (agentAnswer, str
 		Environ: env, Stdout: &out, Stderr: a.stderr, Log: a.log, Policies: policies,
 		// The remote's client, kept apart from this machine's processes: a second call from
 		// it is a refresh, as for a local client.
-		Client: remoteClient(req.Host, req.Client),
-		Caller: Caller{Environ: a.environ},
+		Client:       remoteClient(req.Host, req.Client),
+		Caller:       Caller{Environ: a.environ},
+		RefreshAfter: agentRefreshAfter,
 	})
 	var exitErr *execplugin.ExitError
 	var recent *RecentFailureError

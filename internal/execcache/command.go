@@ -83,7 +83,7 @@ stdout carries only the ExecCredential (or, with --list and --clear, their resul
   # On the workstation: the agent; in an SSH session or a dev container, the same exec
   # block then asks it (forwarded with ssh -R, or a bind mount of its directory).
   kplug exec-cache --serve
-  export KPLUG_EXEC_CACHE_AGENT=/tmp/kplug-agent.sock`
+  export KPLUG_EXEC_CACHE_AGENT=$HOME/.kplug-agent.sock`
 )
 
 // Command is exec-cache's command line: `kplug exec-cache` and `kplug-exec-cache` parse

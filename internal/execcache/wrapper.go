@@ -87,6 +87,12 @@ type Options struct {
 	Now func() time.Time
 	// Log gets debug detail (hits, misses, refreshes) and warnings; nil discards them.
 	Log *slog.Logger
+	// RefreshAfter, when positive, is how old a stored answer must be before a client's
+	// refresh (a second call, or a v1alpha1 spec.response) runs the plugin again; a refresh
+	// sooner is served the stored answer. The agent sets it for remotes, which can claim
+	// to be any client and would otherwise make this machine run a plugin (and maybe open
+	// a login) on every call.
+	RefreshAfter time.Duration
 	// Policies are the credential plugin policies (kuberc) the wrapped command must pass,
 	// all of them, so that exec-cache does not launder the client's policy. None allows
 	// every plugin.
@@ -367,9 +373,9 @@ func (o *Options) lookup(ctx context.Context, v *vault, id string, locked *disks
 		return &e, nil, ""
 	case !e.servable(now):
 		return nil, nil, "expired"
-	case info.Response != nil:
+	case info.Response != nil && !o.tooSoon(&e, now, log):
 		return nil, nil, fmt.Sprintf("the client says the credential was rejected (spec.response code %d)", info.Response.Code)
-	case e.servedTo(o.Client):
+	case e.servedTo(o.Client) && !o.tooSoon(&e, now, log):
 		return nil, nil, fmt.Sprintf("second call from the client %s it was served to: a refresh after a 401", o.Client)
 	}
 	if why := v.mismatch(&e); why != "" {
@@ -387,6 +393,15 @@ func (o *Options) lookup(ctx context.Context, v *vault, id string, locked *disks
 		return nil, nil, "invalid stored answer (replaced)"
 	}
 	return &e, out, ""
+}
+
+// tooSoon reports whether e is too fresh for a refresh to replace it (RefreshAfter).
+func (o *Options) tooSoon(e *entry, now time.Time, log *slog.Logger) bool {
+	if o.RefreshAfter <= 0 || now.Sub(e.Stored) >= o.RefreshAfter {
+		return false
+	}
+	log.Debug("exec-cache: a refresh, but the answer is younger than the refresh bound; serving it", "stored", e.Stored, "bound", o.RefreshAfter)
+	return true
 }
 
 // store saves a successful answer if it may be cached; a reason not to is logged.
