@@ -21,6 +21,7 @@ import (
 
 	"github.com/kplug/kplug/execcred"
 	"github.com/kplug/kplug/execproxy"
+	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -121,6 +122,9 @@ func TestExecProxy(t *testing.T) {
 			{kplug, kubeconfig, []string{kplug + "-proxy-plugin", "--daemon"}},
 			{alone, aloneKubeconfig, []string{alone, "proxy-plugin", "--daemon"}},
 		} {
+			// The daemon of an earlier run exits once it sees its client gone, which may
+			// not have happened yet: only this run's daemon must be counted.
+			poll.Until(t, "the daemons of earlier runs to exit", func() bool { return len(daemonsRunning(tt.want)) == 0 })
 			client := exec.Command(tt.kplug, "run", "--kubeconfig", tt.kubeconfig, "--context", "header", "--", "sh", "-c", whoami+"; echo; sleep 61.5")
 			stdout, err := client.StdoutPipe()
 			if err != nil {
