@@ -487,6 +487,11 @@ func TestAgentServeRefusesUnsafePlaces(t *testing.T) {
 	if err := serve(filepath.Join(under, "agent", "agent.sock")); err == nil || !strings.Contains(err.Error(), shared+" is writable by other users") {
 		t.Errorf("a socket under a directory others write to: %v", err)
 	}
+	// The same, named from inside: the directories above the working directory count too.
+	t.Chdir(under)
+	if err := serve(filepath.Join("agent", "agent.sock")); err == nil || !strings.Contains(err.Error(), shared+" is writable by other users") {
+		t.Errorf("a relative socket path under a directory others write to: %v", err)
+	}
 	file := filepath.Join(a.dir, "agent", "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
