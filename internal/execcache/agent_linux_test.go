@@ -640,3 +640,81 @@ func TestAgentClosesTheLongestWaiting(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentRemoteWaitsForRoomInTheQueue: while the agent's queue of connections is full (a
+// remote flooding it), the remote side waits for room rather than failing at once with
+// EAGAIN, which a flood's blocking connects would otherwise make the rule.
+func TestAgentRemoteWaitsForRoomInTheQueue(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "full.sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: socket}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), socket)
+	ln, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// Fill the queue as a flood does: connections nobody accepts yet.
+	var fillers []net.Conn
+	for {
+		conn, err := net.Dial("unix", socket)
+		if errors.Is(err, syscall.EAGAIN) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillers = append(fillers, conn)
+	}
+	defer func() {
+		for _, c := range fillers {
+			_ = c.Close()
+		}
+	}()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out bytes.Buffer
+		err := askAgent(t.Context(), socket, pluginLine, []string{execInfoEnv(t, wire.V1, nil, nil)}, Client{}, &out)
+		done <- result{out.String(), err}
+	}()
+	// The client tries while the queue is full; then the agent takes the flood's
+	// connections (closing them) and answers the next.
+	time.Sleep(100 * time.Millisecond)
+	for range fillers {
+		conn, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Close()
+	}
+	// A client that gave up is not coming: the test fails on its error below.
+	_ = ln.(*net.UnixListener).SetDeadline(time.Now().Add(10 * time.Second))
+	conn, err := ln.Accept()
+	if err != nil {
+		r := <-done
+		t.Fatalf("no client came after the queue emptied (%v): it got %q, %v", err, r.out, r.err)
+	}
+	defer conn.Close()
+	if _, err := readFrame(conn, maxAgentRequest); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFrame(conn, []byte(`{"stdout":"YW5zd2Vy"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.out != "answer" {
+		t.Fatalf("got %q, %v; want the answer", r.out, r.err)
+	}
+}
