@@ -718,3 +718,52 @@ func TestAgentRemoteWaitsForRoomInTheQueue(t *testing.T) {
 		t.Fatalf("got %q, %v; want the answer", r.out, r.err)
 	}
 }
+
+// TestAgentRefusesALineTwoBlocksRunDifferently: the remote sends a command line, not the
+// env its block sets, so a line two exec blocks name with different env (AWS_PROFILE=dev
+// and =prod) is refused rather than run as whichever block sorts first; blocks that run it
+// alike are served.
+func TestAgentRefusesALineTwoBlocksRunDifferently(t *testing.T) {
+	plugin := fakePlugin(t)
+	a := startAgent(t, plugin)
+	env := ""
+	for _, kv := range plugin.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		env += fmt.Sprintf("\n      - name: %s\n        value: %q", name, value)
+	}
+	block := func(user, extra string) string {
+		return fmt.Sprintf(`- name: %s
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: %q
+      args: [%q]
+      env:%s%s
+`, user, pluginLine[0], pluginLine[1], env, extra)
+	}
+	appendTo := func(text string) {
+		f, err := os.OpenFile(a.kubeconfig, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteString(text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo(block("alike", ""))
+	if out, err := a.ask(Client{PID: 3, Start: "3"}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...); err != nil || out != answer(wire.V1, "none", 1, "") {
+		t.Fatalf("two blocks that run the line alike: %q, %v\n%s", out, err, a.log)
+	}
+	appendTo(block("a-dev", "\n      - {name: PROFILE, value: dev}"))
+	_, err := a.ask(Client{PID: 4, Start: "4"}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...)
+	if err == nil || !strings.Contains(err.Error(), "in several exec blocks (users a-dev, alike, fake) that run it differently") {
+		t.Fatalf("%v\n%s", err, a.log)
+	}
+	if runs := plugin.Runs(); runs != 1 {
+		t.Errorf("the plugin ran %d times, want 1", runs)
+	}
+}
