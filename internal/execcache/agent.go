@@ -108,8 +108,7 @@ func askAgent(ctx context.Context, socket string, args []string, environ []strin
 	if len(body) > maxAgentRequest {
 		return &UsageError{Err: fmt.Errorf("the request to the agent would be %d bytes, more than the %d it reads: shorten the command line", len(body), maxAgentRequest)}
 	}
-	d := net.Dialer{Timeout: 5 * time.Second}
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dialAgent(ctx, socket)
 	switch {
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
 		return &AgentGoneError{Socket: socket, Err: err}
@@ -157,6 +156,34 @@ func askAgent(ctx context.Context, socket string, args []string, environ []strin
 	}
 	_, err = out.Write(ans.Stdout)
 	return err
+}
+
+// agentDialTimeout bounds the remote's wait to connect, a full queue at the agent included.
+const agentDialTimeout = 5 * time.Second
+
+// dialAgent connects to the agent's socket. A full accept queue (EAGAIN) is waited out, up
+// to agentDialTimeout, rather than reported: Go's connect to a unix socket fails at once
+// where a blocking connect waits for room, so a remote flooding the agent with blocking
+// connects would otherwise take every place in the queue and keep this client out.
+func dialAgent(ctx context.Context, socket string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, agentDialTimeout)
+	defer cancel()
+	var d net.Dialer
+	pause := time.Millisecond
+	for {
+		conn, err := d.DialContext(ctx, "unix", socket)
+		if !errors.Is(err, syscall.EAGAIN) {
+			return conn, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("its queue of connections stayed full for %v: %w", agentDialTimeout, err)
+		case <-t.C:
+		}
+		pause = min(2*pause, 20*time.Millisecond)
+	}
 }
 
 // writeFrame writes one length-prefixed frame; both sides bound theirs far below 4 GiB.

@@ -487,6 +487,11 @@ func TestAgentServeRefusesUnsafePlaces(t *testing.T) {
 	if err := serve(filepath.Join(under, "agent", "agent.sock")); err == nil || !strings.Contains(err.Error(), shared+" is writable by other users") {
 		t.Errorf("a socket under a directory others write to: %v", err)
 	}
+	// The same, named from inside: the directories above the working directory count too.
+	t.Chdir(under)
+	if err := serve(filepath.Join("agent", "agent.sock")); err == nil || !strings.Contains(err.Error(), shared+" is writable by other users") {
+		t.Errorf("a relative socket path under a directory others write to: %v", err)
+	}
 	file := filepath.Join(a.dir, "agent", "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -633,5 +638,132 @@ func TestAgentClosesTheLongestWaiting(t *testing.T) {
 		if closed != (i < 2) {
 			t.Errorf("connection %d: write %v", i, err)
 		}
+	}
+}
+
+// TestAgentRemoteWaitsForRoomInTheQueue: while the agent's queue of connections is full (a
+// remote flooding it), the remote side waits for room rather than failing at once with
+// EAGAIN, which a flood's blocking connects would otherwise make the rule.
+func TestAgentRemoteWaitsForRoomInTheQueue(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "full.sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: socket}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), socket)
+	ln, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// Fill the queue as a flood does: connections nobody accepts yet.
+	var fillers []net.Conn
+	for {
+		conn, err := net.Dial("unix", socket)
+		if errors.Is(err, syscall.EAGAIN) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillers = append(fillers, conn)
+	}
+	defer func() {
+		for _, c := range fillers {
+			_ = c.Close()
+		}
+	}()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out bytes.Buffer
+		err := askAgent(t.Context(), socket, pluginLine, []string{execInfoEnv(t, wire.V1, nil, nil)}, Client{}, &out)
+		done <- result{out.String(), err}
+	}()
+	// The client tries while the queue is full; then the agent takes the flood's
+	// connections (closing them) and answers the next.
+	time.Sleep(100 * time.Millisecond)
+	for range fillers {
+		conn, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Close()
+	}
+	// A client that gave up is not coming: the test fails on its error below.
+	_ = ln.(*net.UnixListener).SetDeadline(time.Now().Add(10 * time.Second))
+	conn, err := ln.Accept()
+	if err != nil {
+		r := <-done
+		t.Fatalf("no client came after the queue emptied (%v): it got %q, %v", err, r.out, r.err)
+	}
+	defer conn.Close()
+	if _, err := readFrame(conn, maxAgentRequest); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFrame(conn, []byte(`{"stdout":"YW5zd2Vy"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.out != "answer" {
+		t.Fatalf("got %q, %v; want the answer", r.out, r.err)
+	}
+}
+
+// TestAgentRefusesALineTwoBlocksRunDifferently: the remote sends a command line, not the
+// env its block sets, so a line two exec blocks name with different env (AWS_PROFILE=dev
+// and =prod) is refused rather than run as whichever block sorts first; blocks that run it
+// alike are served.
+func TestAgentRefusesALineTwoBlocksRunDifferently(t *testing.T) {
+	plugin := fakePlugin(t)
+	a := startAgent(t, plugin)
+	env := ""
+	for _, kv := range plugin.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		env += fmt.Sprintf("\n      - name: %s\n        value: %q", name, value)
+	}
+	block := func(user, extra string) string {
+		return fmt.Sprintf(`- name: %s
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: %q
+      args: [%q]
+      env:%s%s
+`, user, pluginLine[0], pluginLine[1], env, extra)
+	}
+	appendTo := func(text string) {
+		f, err := os.OpenFile(a.kubeconfig, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteString(text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo(block("alike", ""))
+	if out, err := a.ask(Client{PID: 3, Start: "3"}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...); err != nil || out != answer(wire.V1, "none", 1, "") {
+		t.Fatalf("two blocks that run the line alike: %q, %v\n%s", out, err, a.log)
+	}
+	appendTo(block("a-dev", "\n      - {name: PROFILE, value: dev}"))
+	_, err := a.ask(Client{PID: 4, Start: "4"}, execInfoEnv(t, wire.V1, nil, nil), pluginLine...)
+	if err == nil || !strings.Contains(err.Error(), "in several exec blocks (users a-dev, alike, fake) that run it differently") {
+		t.Fatalf("%v\n%s", err, a.log)
+	}
+	if runs := plugin.Runs(); runs != 1 {
+		t.Errorf("the plugin ran %d times, want 1", runs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -91,6 +92,11 @@ type named struct {
 	Args    []string
 	Env     []string
 	Cluster *wire.Cluster
+}
+
+// same reports whether n and o run the same: command, arguments, environment and cluster.
+func (n *named) same(o *named) bool {
+	return n.Command == o.Command && slices.Equal(n.Args, o.Args) && slices.Equal(n.Env, o.Env) && reflect.DeepEqual(n.Cluster, o.Cluster)
 }
 
 // agentConfig is the merged kubeconfig the agent serves from.
@@ -226,6 +232,7 @@ func wrappedBy(e *kcExec) (line []string, own, ok bool) {
 func (c *agentConfig) find(command string, args []string, remote *wire.Cluster) (*named, error) {
 	want := append([]string{command}, args...)
 	var servers []string
+	var found []*named
 	for _, user := range sortedKeys(c.users) {
 		e := c.users[user]
 		line, own, ok := wrappedBy(e)
@@ -246,7 +253,8 @@ func (c *agentConfig) find(command string, args []string, remote *wire.Cluster) 
 			n.Env = append(n.Env, v.Name+"="+v.Value)
 		}
 		if !e.ProvideClusterInfo {
-			return n, nil
+			found = append(found, n)
+			continue
 		}
 		var candidates []string
 		for _, ctx := range sortedKeys(c.contexts) {
@@ -265,11 +273,28 @@ func (c *agentConfig) find(command string, args []string, remote *wire.Cluster) 
 					return nil, fmt.Errorf("cluster %q of the workstation's kubeconfig: %w", name, err)
 				}
 				n.Cluster = wc
-				return n, nil
+				found = append(found, n)
+				break
 			}
 		}
 	}
 	shown := strings.Join(append([]string{command}, redactArgs(args)...), " ")
+	if len(found) > 0 {
+		// The remote sends the line, not the environment its block sets: blocks that name
+		// the same line but run it differently (AWS_PROFILE=dev and =prod, a relative
+		// command of two files) cannot be told apart, and either's credential could be the
+		// other's.
+		var users []string
+		alike := true
+		for _, n := range found {
+			users = append(users, n.User)
+			alike = alike && found[0].same(n)
+		}
+		if !alike {
+			return nil, fmt.Errorf("the workstation's kubeconfig names %s in several exec blocks (users %s) that run it differently (env, path or cluster), and the agent cannot tell which one the remote means: give the workstation's blocks different command lines, or the agent a kubeconfig of its own", shown, strings.Join(users, ", "))
+		}
+		return found[0], nil
+	}
 	if len(servers) > 0 {
 		asked := "no cluster (its exec block has no provideClusterInfo, and several clusters use it here)"
 		if remote != nil {

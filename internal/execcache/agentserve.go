@@ -76,6 +76,12 @@ func (c *Command) runAgent(ctx context.Context, dir, socket string, p Process) e
 	if _, err := loadAgentConfig(p.Environ); err != nil {
 		return &UsageError{Err: fmt.Errorf("exec-cache --serve: %w", err)}
 	}
+	// Absolute, for the directories checked above it and for the forward printed below,
+	// which ssh and bind mounts resolve from elsewhere.
+	socket, err := filepath.Abs(socket)
+	if err != nil {
+		return fmt.Errorf("exec-cache --serve: %w", err)
+	}
 	ln, mine, err := listenAgent(socket)
 	if err != nil {
 		return err

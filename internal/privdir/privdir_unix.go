@@ -60,8 +60,15 @@ func clearNonBlock(f *os.File) error {
 // or by uid, and closed to other users' writes unless sticky, so that nobody else can
 // rename or replace anything on the way to what dir holds. Ensure and Check look at the
 // directory itself; Ancestors is for what must also not be moved from under it, a socket
-// others connect to or a program that is started.
+// others connect to or a program that is started. A relative dir is checked from the root
+// down to it, not only up to the working directory. A symbolic link on the way (a home or
+// cache directory kept elsewhere) is followed: the link must be root's or uid's, and what
+// it points to is checked the same way.
 func Ancestors(dir string, uid int) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
 	for {
 		info, err := os.Lstat(dir)
 		if err != nil {
@@ -69,10 +76,22 @@ func Ancestors(dir string, uid int) error {
 		}
 		st, ok := info.Sys().(*syscall.Stat_t)
 		switch {
-		case !ok || !info.IsDir():
-			return fmt.Errorf("%s is not a directory", dir)
+		case !ok:
+			return fmt.Errorf("%s: cannot read its owner", dir)
 		case st.Uid != 0 && int64(st.Uid) != int64(uid):
 			return fmt.Errorf("%s is owned by uid %d, neither root nor uid %d, so what is in it could be replaced", dir, st.Uid, uid)
+		case info.Mode()&fs.ModeSymlink != 0:
+			// The link itself can be replaced only by its owner (checked here) or by who
+			// may write the directory it is in (checked next); where it leads, now.
+			target, err := filepath.EvalSymlinks(dir)
+			if err != nil {
+				return err
+			}
+			if err := Ancestors(target, uid); err != nil {
+				return fmt.Errorf("%s links to %s: %w", dir, target, err)
+			}
+		case !info.IsDir():
+			return fmt.Errorf("%s is not a directory", dir)
 		case info.Mode().Perm()&0o022 != 0 && info.Mode()&fs.ModeSticky == 0:
 			return fmt.Errorf("%s is writable by other users (mode %v), so what is in it could be replaced", dir, info.Mode().Perm())
 		}

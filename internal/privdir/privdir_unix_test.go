@@ -242,3 +242,43 @@ func TestAncestors(t *testing.T) {
 		wantErr(t, Ancestors(other, 0), other+" is owned by uid 12345, neither root nor uid 0")
 	}
 }
+
+// TestAncestorsOfRelativeAndLinkedDirs: a relative dir is checked up to the root, not to
+// the working directory; a link to a safe directory is followed (a cache directory kept
+// elsewhere), and one to a directory under a shared one is refused.
+func TestAncestorsOfRelativeAndLinkedDirs(t *testing.T) {
+	base := t.TempDir()
+	shared := filepath.Join(base, "shared")
+	mustMkdir(t, shared, 0o777)
+	mustMkdir(t, filepath.Join(shared, "mine"), 0o700)
+	mustMkdir(t, filepath.Join(shared, "mine", "sock"), 0o700)
+	t.Chdir(filepath.Join(shared, "mine"))
+	wantErr(t, Ancestors("sock", os.Geteuid()), shared+" is writable by other users")
+	wantErr(t, Ancestors(".", os.Geteuid()), shared+" is writable by other users")
+
+	safe := filepath.Join(base, "safe")
+	mustMkdir(t, safe, 0o700)
+	mustMkdir(t, filepath.Join(safe, "cache"), 0o700)
+	home := filepath.Join(base, "home")
+	mustMkdir(t, home, 0o700)
+	if err := os.Symlink(filepath.Join(safe, "cache"), filepath.Join(home, ".cache")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Ancestors(filepath.Join(home, ".cache"), os.Geteuid()); err != nil {
+		t.Errorf("a link to a safe directory: %v", err)
+	}
+	if err := os.Symlink(filepath.Join(shared, "mine"), filepath.Join(home, "unsafe")); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, Ancestors(filepath.Join(home, "unsafe"), os.Geteuid()), filepath.Join(home, "unsafe")+" links to "+filepath.Join(shared, "mine")+": "+shared+" is writable by other users")
+	if os.Geteuid() == 0 {
+		link := filepath.Join(home, "theirs")
+		if err := os.Symlink(filepath.Join(safe, "cache"), link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(link, 12345, 12345); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, Ancestors(link, 0), link+" is owned by uid 12345, neither root nor uid 0")
+	}
+}
