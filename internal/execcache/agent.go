@@ -108,40 +108,19 @@ func askAgent(ctx context.Context, socket string, args []string, environ []strin
 	if len(body) > maxAgentRequest {
 		return &UsageError{Err: fmt.Errorf("the request to the agent would be %d bytes, more than the %d it reads: shorten the command line", len(body), maxAgentRequest)}
 	}
-	conn, err := dialAgent(ctx, socket)
-	switch {
-	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
-		return &AgentGoneError{Socket: socket, Err: err}
-	case err != nil:
-		return fmt.Errorf("exec-cache: connecting to the agent at %s: %w", socket, err)
+	// A connection closed before any answer came (under a flood the agent closes the
+	// connections that have waited longest, and one may be this, its request unread) is
+	// tried once more: asking again is harmless, and a second refresh is bounded.
+	var frame []byte
+	for attempt := 1; ; attempt++ {
+		var unanswered bool
+		frame, unanswered, err = exchange(ctx, socket, body)
+		if err == nil || !unanswered || attempt == 2 {
+			break
+		}
 	}
-	defer func() { _ = conn.Close() }()
-	// Whoever listens on the socket gets the request and chooses the credential: it must
-	// be this user (or root), not someone who put a socket where the agent's was.
-	if err := peercred.CheckOwnerOrRoot(conn); err != nil && !errors.Is(err, peercred.ErrUnsupported) {
-		return fmt.Errorf("exec-cache: the agent at %s: %w", socket, err)
-	}
-	_ = conn.SetDeadline(time.Now().Add(agentAnswerTimeout))
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	// An agent that refuses the connection answers before reading the request and closes:
-	// the write then fails, and its answer is still there to read.
-	writeErr := writeFrame(conn, body)
-	frame, err := readFrame(conn, maxAgentAnswer)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if writeErr != nil {
-			return &AgentGoneError{Socket: socket, Err: writeErr}
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("exec-cache: the agent at %s did not answer within %v", socket, agentAnswerTimeout)
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-			return &AgentGoneError{Socket: socket, Err: errors.New("it closed the connection without an answer")}
-		}
-		return fmt.Errorf("exec-cache: reading the agent's answer from %s: %w", socket, err)
+		return err
 	}
 	var ans agentAnswer
 	if err := json.Unmarshal(frame, &ans); err != nil {
@@ -164,6 +143,49 @@ const agentDialTimeout = 5 * time.Second
 // dialAgent connects to the agent's socket. A full accept queue (EAGAIN) is waited out, up
 // to agentDialTimeout, rather than reported: Go's connect to a unix socket fails at once
 // where a blocking connect waits for room, so a remote flooding the agent with blocking
+
+// exchange sends body to the agent at socket and reads its answer. unanswered says the
+// connection ended without a byte of an answer.
+func exchange(ctx context.Context, socket string, body []byte) (frame []byte, unanswered bool, err error) {
+	conn, err := dialAgent(ctx, socket)
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
+		return nil, false, &AgentGoneError{Socket: socket, Err: err}
+	case err != nil:
+		return nil, false, fmt.Errorf("exec-cache: connecting to the agent at %s: %w", socket, err)
+	}
+	defer func() { _ = conn.Close() }()
+	// Whoever listens on the socket gets the request and chooses the credential: it must
+	// be this user (or root), not someone who put a socket where the agent's was.
+	if err := peercred.CheckOwnerOrRoot(conn); err != nil && !errors.Is(err, peercred.ErrUnsupported) {
+		return nil, false, fmt.Errorf("exec-cache: the agent at %s: %w", socket, err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(agentAnswerTimeout))
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	// An agent that refuses the connection answers before reading the request and closes:
+	// the write then fails, and its answer is still there to read.
+	writeErr := writeFrame(conn, body)
+	frame, err = readFrame(conn, maxAgentAnswer)
+	switch {
+	case err == nil:
+		return frame, false, nil
+	case ctx.Err() != nil:
+		return nil, false, ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, false, fmt.Errorf("exec-cache: the agent at %s did not answer within %v", socket, agentAnswerTimeout)
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		why := errors.New("it closed the connection without an answer")
+		if writeErr != nil {
+			why = writeErr
+		}
+		return nil, true, &AgentGoneError{Socket: socket, Err: why}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, false, &AgentGoneError{Socket: socket, Err: errors.New("it closed the connection in the middle of its answer")}
+	}
+	return nil, false, fmt.Errorf("exec-cache: reading the agent's answer from %s: %w", socket, err)
+}
+
 // connects would otherwise take every place in the queue and keep this client out.
 func dialAgent(ctx context.Context, socket string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentDialTimeout)

@@ -767,3 +767,82 @@ func TestAgentRefusesALineTwoBlocksRunDifferently(t *testing.T) {
 		t.Errorf("the plugin ran %d times, want 1", runs)
 	}
 }
+
+// TestAgentBoundsRequestsPerLine: requests waiting for one command line's run fill that
+// line's share, not the agent's: another line is still answered (review B3).
+func TestAgentBoundsRequestsPerLine(t *testing.T) {
+	a := &agent{}
+	for i := range agentMaxPerLine {
+		if !a.acquire("slow login") {
+			t.Fatalf("request %d for one line turned away", i)
+		}
+	}
+	if a.acquire("slow login") {
+		t.Fatal("a request past the line's share was let in")
+	}
+	if !a.acquire("another plugin") {
+		t.Fatal("another line was turned away")
+	}
+	a.release("slow login")
+	if !a.acquire("slow login") {
+		t.Fatal("a released share was not given back")
+	}
+	// The agent's own bound still holds across lines.
+	for i := 0; a.acquire(fmt.Sprint("line ", i)); i++ {
+		if i > agentMaxServing {
+			t.Fatalf("more than %d requests let in", agentMaxServing)
+		}
+	}
+	if a.serving != agentMaxServing {
+		t.Fatalf("%d requests let in, want %d", a.serving, agentMaxServing)
+	}
+}
+
+// TestAgentRemoteAsksAgainAfterAnUnansweredClose: a connection the agent closes without a
+// byte of an answer (under a flood, the longest waiting) is asked once more (review B7);
+// a second such close is reported.
+func TestAgentRemoteAsksAgainAfterAnUnansweredClose(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serve := func(closeFirst int) <-chan int {
+		served := make(chan int, 1)
+		go func() {
+			n := 0
+			defer func() { served <- n }()
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				n++
+				if _, err := readFrame(conn, maxAgentRequest); err == nil && n > closeFirst {
+					_ = writeFrame(conn, []byte(`{"stdout":"YW5zd2Vy"}`)) // "answer"
+				}
+				_ = conn.Close()
+				if n > closeFirst || n == 2 {
+					return
+				}
+			}
+		}()
+		return served
+	}
+	info := []string{execInfoEnv(t, wire.V1, nil, nil)}
+	served := serve(1)
+	var out bytes.Buffer
+	if err := askAgent(t.Context(), socket, pluginLine, info, Client{}, &out); err != nil || out.String() != "answer" {
+		t.Fatalf("%q, %v", out.String(), err)
+	}
+	if n := <-served; n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+	served = serve(2)
+	var gone *AgentGoneError
+	if err := askAgent(t.Context(), socket, pluginLine, info, Client{}, &out); !errors.As(err, &gone) || !strings.Contains(err.Error(), "without an answer") {
+		t.Fatalf("%v", err)
+	}
+	<-served
+}

@@ -29,13 +29,17 @@ import (
 // request within agentReadTimeout; at most agentMaxWaiting connections wait for theirs, and
 // when one more arrives the one that has waited longest is closed: a client sends its
 // request as soon as it connects, so idle connections, however many processes hold them,
-// cannot keep it out. At most agentMaxServing requests are answered at once (beyond it a
-// request is told the agent is busy), and an answer must be read within agentWriteTimeout.
+// cannot keep it out. At most agentMaxServing requests are answered at once, and at most
+// agentMaxPerLine for one command line (beyond them a request is told the agent is busy):
+// requests for a plugin that is running wait for its run, and a remote that sends many
+// while a login lasts fills only that line's share. An answer must be read within
+// agentWriteTimeout.
 const (
 	agentReadTimeout  = 10 * time.Second
 	agentWriteTimeout = 10 * time.Second
 	agentMaxWaiting   = 512
-	agentMaxServing   = 256
+	agentMaxServing   = 1024
+	agentMaxPerLine   = 64
 )
 
 // agentRefreshAfter bounds how often a remote's refresh (a second call as the same client,
@@ -55,6 +59,7 @@ type agent struct {
 	mu      sync.Mutex
 	waiting *connlist.List // of net.Conn, the oldest first
 	serving int
+	perLine map[string]int // requests being answered, by command line
 }
 
 // DefaultAgentSocket is where --serve listens without --agent: beside the cache directory,
@@ -213,12 +218,13 @@ func (a *agent) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	who = append(who, "remoteHost", clip(req.Host, 64), "remoteClientPID", req.Client.PID)
-	if !a.acquire() {
-		a.log.Warn(fmt.Sprintf("exec-cache agent: %d requests are being answered; turning one away", agentMaxServing), who...)
+	line := strings.Join(append([]string{req.Command}, req.Args...), "\x00")
+	if !a.acquire(line) {
+		a.log.Warn("exec-cache agent: too many requests at once; turning one away", who...)
 		a.reply(conn, agentAnswer{Error: "the agent is busy: too many requests at once; retry"})
 		return
 	}
-	defer a.release()
+	defer a.release(line)
 	ans, cmdline := a.answer(ctx, &req)
 	who = append(who, "command", cmdline)
 	if ans.Error != "" {
@@ -249,21 +255,28 @@ func (a *agent) waited(e *connlist.Element) {
 	a.waiting.Remove(e) // a no-op for one closed to make room
 }
 
-// acquire counts a request in, if fewer than agentMaxServing are being answered.
-func (a *agent) acquire() bool {
+// acquire counts a request for line in, if the bounds allow it.
+func (a *agent) acquire(line string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.serving >= agentMaxServing {
+	if a.serving >= agentMaxServing || a.perLine[line] >= agentMaxPerLine {
 		return false
 	}
+	if a.perLine == nil {
+		a.perLine = map[string]int{}
+	}
 	a.serving++
+	a.perLine[line]++
 	return true
 }
 
-func (a *agent) release() {
+func (a *agent) release(line string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.serving--
+	if a.perLine[line]--; a.perLine[line] == 0 {
+		delete(a.perLine, line)
+	}
 }
 
 // reply writes the answer, giving up on a remote that does not read it in time.

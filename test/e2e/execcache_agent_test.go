@@ -192,11 +192,11 @@ func filesContaining(t *testing.T, dir, secret string) []string {
 }
 
 // inNamespace runs argv as u in a mount namespace of its own ("the container"), where from
-// (a directory, or the socket alone) is bind-mounted on to, with exactly env as its
-// environment.
+// (a directory, or the socket alone) is bind-mounted read-only on to, as the docs'
+// devcontainer.json mounts it, with exactly env as its environment.
 func inNamespace(t *testing.T, u *localuser.User, from, to string, env []string, argv ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	script := `uid=$0 gid=$3; mount --bind "$1" "$2" && shift 4 && exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"`
+	script := `uid=$0 gid=$3; mount --bind "$1" "$2" && mount -o remount,bind,ro "$2" && shift 4 && exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"`
 	args := append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", script, strconv.Itoa(u.UID), from, to, strconv.Itoa(u.GID), "--"}, argv...)
 	return runEnv(t, env, "unshare", args...)
 }
