@@ -846,3 +846,51 @@ func TestAgentRemoteAsksAgainAfterAnUnansweredClose(t *testing.T) {
 	}
 	<-served
 }
+
+// TestAgentAppliesTheBlocksKuberc: an exec-cache block's own --kuberc is one more policy
+// the plugin must pass when a remote asks for it, as when the block runs here.
+func TestAgentAppliesTheBlocksKuberc(t *testing.T) {
+	a := startAgent(t, fakePlugin(t))
+	deny := filepath.Join(a.dir, "deny-kuberc")
+	if err := os.WriteFile(deny, []byte("apiVersion: kubectl.config.k8s.io/v1beta1\nkind: Preference\ncredentialPluginPolicy: DenyAll\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := ""
+	for _, kv := range a.plugin.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		env += fmt.Sprintf("\n      - name: %s\n        value: %q", name, value)
+	}
+	f, err := os.OpenFile(a.kubeconfig, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []struct{ name, kuberc, arg string }{{"denied", deny, "denied"}, {"relative-kuberc", "deny-kuberc", "relative"}} {
+		_, err = fmt.Fprintf(f, `- name: %s
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: kplug-exec-cache
+      args: [--kuberc=%s, --, %q, %q, %s]
+      env:%s
+`, u.name, u.kuberc, pluginLine[0], pluginLine[1], u.arg, env)
+		if err != nil {
+			break
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := execInfoEnv(t, wire.V1, nil, nil)
+	if _, err := a.ask(Client{}, v1, pluginLine[0], pluginLine[1], "denied"); err == nil || !strings.Contains(err.Error(), "the credential plugin policy in "+deny) {
+		t.Errorf("a plugin the block's kuberc denies: %v", err)
+	}
+	if _, err := a.ask(Client{}, v1, pluginLine[0], pluginLine[1], "relative"); err == nil || !strings.Contains(err.Error(), "--kuberc deny-kuberc, a relative path") {
+		t.Errorf("a relative --kuberc: %v", err)
+	}
+	if n := a.plugin.Runs(); n != 0 {
+		t.Fatalf("the plugin ran %d times", n)
+	}
+}

@@ -92,11 +92,15 @@ type named struct {
 	Args    []string
 	Env     []string
 	Cluster *wire.Cluster
+	// Kuberc is the file an exec-cache block's --kuberc names: one more policy the plugin
+	// must pass, as it must when the block runs on the workstation.
+	Kuberc string
 }
 
-// same reports whether n and o run the same: command, arguments, environment and cluster.
+// same reports whether n and o run the same: command, arguments, environment, cluster and
+// policy.
 func (n *named) same(o *named) bool {
-	return n.Command == o.Command && slices.Equal(n.Args, o.Args) && slices.Equal(n.Env, o.Env) && reflect.DeepEqual(n.Cluster, o.Cluster)
+	return n.Command == o.Command && slices.Equal(n.Args, o.Args) && slices.Equal(n.Env, o.Env) && reflect.DeepEqual(n.Cluster, o.Cluster) && n.Kuberc == o.Kuberc
 }
 
 // agentConfig is the merged kubeconfig the agent serves from.
@@ -225,6 +229,22 @@ func wrappedBy(e *kcExec) (line []string, own, ok bool) {
 	return args[i+1:], false, true
 }
 
+// kubercFlag is the value of the last --kuberc before an exec-cache block's --, as the
+// block's exec-cache would parse it, or "".
+func kubercFlag(args []string) string {
+	value := ""
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		switch a := args[i]; {
+		case a == "--kuberc" && i+1 < len(args):
+			value = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--kuberc="):
+			value = strings.TrimPrefix(a, "--kuberc=")
+		}
+	}
+	return value
+}
+
 // find returns what the kubeconfig names for command and args, asked for by a client of
 // the given cluster (nil when its exec block has no provideClusterInfo). A plugin given
 // cluster information is served only for a cluster a context pairs it with, and is told
@@ -242,6 +262,12 @@ func (c *agentConfig) find(command string, args []string, remote *wire.Cluster) 
 		// The remote names the line as the kubeconfig writes it; what runs is the file
 		// kubectl would run for it here.
 		n := &named{User: user, Command: line[0], Args: line[1:]}
+		if !own {
+			n.Kuberc = kubercFlag(e.Args)
+			if n.Kuberc != "" && !filepath.IsAbs(n.Kuberc) {
+				return nil, fmt.Errorf("the workstation's exec block of user %s gives --kuberc %s, a relative path the agent cannot resolve as exec-cache would (from its client's working directory): make it absolute", user, n.Kuberc)
+			}
+		}
 		if own {
 			n.Command = e.path()
 		} else if !filepath.IsAbs(n.Command) && strings.ContainsRune(n.Command, filepath.Separator) {

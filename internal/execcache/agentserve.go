@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kplug/kplug/execcred/kuberc"
 	"github.com/kplug/kplug/execcred/wire"
 	"github.com/kplug/kplug/execplugin"
 	"github.com/kplug/kplug/internal/peercred"
@@ -329,6 +330,16 @@ func (a *agent) answer(ctx context.Context, req *agentRequest) (agentAnswer, str
 	policies, err := a.c.loadKuberc(Process{Environ: a.environ, Caller: Caller{Environ: a.environ}, AccountHome: a.accountHome, Log: a.log})
 	if err != nil {
 		return agentAnswer{Error: err.Error()}, cmdline
+	}
+	// The policies add up: the block's own --kuberc too, as when the block runs here.
+	if n.Kuberc != "" {
+		l, err := kuberc.Load(kuberc.Options{Path: n.Kuberc})
+		if err != nil {
+			return agentAnswer{Error: fmt.Sprintf("the --kuberc of the workstation's exec block: %v", err)}, cmdline
+		}
+		if l.Preference != nil {
+			policies = append(policies, FilePolicy{Policy: l.Policy(), File: l.Path})
+		}
 	}
 	var out bytes.Buffer
 	err = Run(ctx, Options{
