@@ -7,24 +7,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"fmt"
 	"io"
 	"math/big"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kplug/kplug/httpsig"
-	"github.com/kplug/kplug/internal/testkit/poll"
-	"github.com/kplug/kplug/internal/testkit/testlog"
-	"github.com/kplug/kplug/test/e2e/framework"
 )
 
 // anonymousLeavesRSSBound is what anonymous clients' certificates may add to the
@@ -43,48 +35,9 @@ func TestSecuritySignatureProxyMemoryUnderAnonymousCertificates(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads the proxy's memory from /proc")
 	}
-	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{}}})
-	dir := t.TempDir()
-	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
-	signingCA, key, certFile := newSigningIdentity(t, cp, "carol")
-	cert := readCertificate(t, certFile)
-	config := filepath.Join(dir, "authn.yaml")
-	writeBytes(t, config, []byte(signatureProxyConfig(signingCA.File)))
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := cp.PKI
-	grantSignatureProxy(t, cp)
-	var logs testlog.Buffer
-	cmd := exec.Command(kplug, "signature-proxy", "--authentication-config="+config, "--apiserver="+cp.Servers[0].URL, "--apiserver-ca-file="+p.ClusterCA.File,
-		"--proxy-client-cert-file="+p.ProxyClient.CertFile, "--proxy-client-key-file="+p.ProxyClient.KeyFile,
-		"--tls-cert-file="+p.Serving.CertFile, "--tls-private-key-file="+p.Serving.KeyFile, "--listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("===== signature-proxy =====\n%s", logs.String())
-		}
-	})
-	poll.Until(t, "signature-proxy to forward", func() bool { return strings.Contains(logs.String(), signatureProxyForwarding) })
-	roots := cp.PKI.ClusterCA.Pool()
-	signed := func() {
-		t.Helper()
-		if code, user, msg := whoami(t, signingClient(t, key, cert, roots, nil, nil), "https://"+addr, nil); code != http.StatusCreated || user.Username != "sig:carol" {
-			t.Errorf("a signed request: %d %+v %s", code, user, msg)
-		}
-	}
-	signed()
-	before := rss(t, cmd.Process.Pid)
+	m := startMemoryTarget(t)
+	addr, roots, signed := m.addr, m.roots, m.signed
+	before := rss(t, m.pid)
 
 	forgedKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -151,7 +104,7 @@ func TestSecuritySignatureProxyMemoryUnderAnonymousCertificates(t *testing.T) {
 		t.Errorf("answers to the anonymous certificates: %v; want %d 401s", codes, certificates)
 	}
 	time.Sleep(5 * time.Second) // the proxy's garbage collector runs meanwhile
-	after := rss(t, cmd.Process.Pid)
+	after := rss(t, m.pid)
 	signed()
 	t.Logf("signature-proxy RSS %d MiB before, %d MiB after %d refused anonymous certificates (bound: +%d MiB)", before>>20, after>>20, certificates, anonymousLeavesRSSBound>>20)
 	if after-before > anonymousLeavesRSSBound {

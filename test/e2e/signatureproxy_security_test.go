@@ -31,6 +31,7 @@ import (
 	"github.com/kplug/kplug/httpsig"
 	"github.com/kplug/kplug/internal/testkit/poll"
 	"github.com/kplug/kplug/internal/testkit/testlog"
+	"github.com/kplug/kplug/internal/testkit/testpki"
 	"github.com/kplug/kplug/test/e2e/framework"
 )
 
@@ -146,19 +147,20 @@ func rss(t *testing.T, pid int) int64 {
 // proxy's resident memory (measured: 9 MiB; before issue 27's N3, 385 MiB).
 const unauthenticatedBodiesRSSBound = 64 << 20
 
-// TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies (issue 27, N3): the attack
-// of the review against the built `kplug signature-proxy` process. 100 clients each send
-// a request signed with a key of their own under a self-made certificate that names the
-// signing CA by its (public) subject key identifier, with a covered Content-Digest and a
-// 3 MiB body whose last byte they hold back. The proxy used to read and digest each body
-// before checking the chain, holding them all (37 MiB to 425 MiB RSS in the review); it
-// now refuses each on its certificate without reading the body, its memory stays within
-// unauthenticatedBodiesRSSBound of what it was, and a signed request of a real signer is
-// served meanwhile.
-func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("reads the proxy's memory from /proc")
-	}
+// memoryTarget is the built `kplug signature-proxy` in front of a real kube-apiserver,
+// serving the signer carol, for the tests that measure what attackers add to its memory.
+type memoryTarget struct {
+	addr      string
+	pid       int
+	roots     *x509.CertPool
+	signingCA *testpki.CA
+	signed    func() // a request of carol's, which must be served
+}
+
+// startMemoryTarget starts it for t and has it serve one signed request (warm), so that
+// what is measured after is the attack's.
+func startMemoryTarget(t *testing.T) *memoryTarget {
+	t.Helper()
 	cp := framework.StartForTest(t, framework.Options{Servers: []framework.ServerOptions{{}}})
 	dir := t.TempDir()
 	kplug := buildBinary(t, dir, "./cmd/kplug", "kplug")
@@ -200,7 +202,25 @@ func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
 		}
 	}
 	signed() // warm: connections upstream, certificate memo, TLS session
-	before := rss(t, cmd.Process.Pid)
+	return &memoryTarget{addr: addr, pid: cmd.Process.Pid, roots: roots, signingCA: signingCA, signed: signed}
+}
+
+// TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies (issue 27, N3): the attack
+// of the review against the built `kplug signature-proxy` process. 100 clients each send
+// a request signed with a key of their own under a self-made certificate that names the
+// signing CA by its (public) subject key identifier, with a covered Content-Digest and a
+// 3 MiB body whose last byte they hold back. The proxy used to read and digest each body
+// before checking the chain, holding them all (37 MiB to 425 MiB RSS in the review); it
+// now refuses each on its certificate without reading the body, its memory stays within
+// unauthenticatedBodiesRSSBound of what it was, and a signed request of a real signer is
+// served meanwhile.
+func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the proxy's memory from /proc")
+	}
+	m := startMemoryTarget(t)
+	addr, roots, signed, signingCA := m.addr, m.roots, m.signed, m.signingCA
+	before := rss(t, m.pid)
 
 	// The attacker's certificate: its own key, self-signed, naming the signing CA.
 	forgedKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -270,7 +290,7 @@ func TestSecuritySignatureProxyMemoryUnderUnauthenticatedBodies(t *testing.T) {
 	}()
 	peak := before
 	for range 20 { // two seconds, while the attackers hold on
-		peak = max(peak, rss(t, cmd.Process.Pid))
+		peak = max(peak, rss(t, m.pid))
 		time.Sleep(100 * time.Millisecond)
 	}
 	signed()
