@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplug/kplug/execcred/wire"
+	"github.com/kplug/kplug/internal/privdir"
 )
 
 // maxKubeconfig bounds a kubeconfig file the agent reads.
@@ -142,7 +142,7 @@ func loadAgentConfig(environ []string) (*agentConfig, error) {
 	}
 	c := &agentConfig{users: map[string]*kcExec{}, contexts: map[string][2]string{}, clusters: map[string]kcCluster{}}
 	for _, path := range paths {
-		b, err := readLimited(path, maxKubeconfig)
+		b, err := privdir.ReadLinked(path, maxKubeconfig)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -182,22 +182,6 @@ func loadAgentConfig(environ []string) (*agentConfig, error) {
 		return nil, fmt.Errorf("no kubeconfig: %s does not exist", strings.Join(paths, ", "))
 	}
 	return c, nil
-}
-
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path) //nolint:gosec // the user's own kubeconfig and the files it names, as kubectl reads them
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("larger than %d bytes", limit)
-	}
-	return b, nil
 }
 
 // wrappedBy returns the command line an exec block names: what follows -- for an
@@ -343,7 +327,7 @@ func (k kcCluster) execCluster() (*wire.Cluster, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(k.dir, path)
 		}
-		b, err := readLimited(path, maxKubeconfig)
+		b, err := privdir.ReadLinked(path, maxKubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("reading certificate-authority: %w", err)
 		}
